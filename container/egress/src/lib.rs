@@ -1,0 +1,1 @@
+//! placeholder: the egress guard (issue 5).
