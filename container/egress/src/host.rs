@@ -37,9 +37,13 @@ impl HostRejection {
 /// Normalises `raw` to a lowercase ASCII (punycode) DNS name without a
 /// trailing dot, or says why it is not an acceptable host name.
 pub fn normalise_host(raw: &str) -> Result<String, HostRejection> {
-    // Brackets or colons can only mean IPv6 (the port was split off before).
-    if raw.contains('[') || raw.contains(']') || raw.contains(':') {
+    // Brackets, or more than one colon, can only mean IPv6 (the port was
+    // split off before). A single colon (`github.com:443`) is just invalid.
+    if raw.contains('[') || raw.contains(']') || raw.matches(':').count() > 1 {
         return Err(HostRejection::IpLiteral);
+    }
+    if raw.contains(':') {
+        return Err(HostRejection::Invalid);
     }
     match Host::parse(raw) {
         Ok(Host::Ipv4(_)) | Ok(Host::Ipv6(_)) => Err(HostRejection::IpLiteral),
