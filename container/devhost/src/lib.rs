@@ -1,0 +1,24 @@
+//! `hermes-devhost`: a local stand-in for Cloudflare's container runtime, so
+//! `wrangler dev` runs the whole system on one machine without Docker.
+//!
+//! The Durable Object calls the HTTP API in [`api`] where production calls
+//! the container primitive (`start`, `running`, `get_tcp_port(..).fetch`,
+//! `signal`, `destroy`). Each container is one `hermes-supervisor` in its own
+//! sandbox ([`sandbox`], [`instance`]), with its own loopback ports
+//! ([`ports`]). A mock OpenAI-compatible model ([`mockllm`]) runs in the same
+//! process and is every container's default provider.
+
+pub mod api;
+pub mod config;
+pub mod env;
+pub mod error;
+pub mod http;
+pub mod id;
+pub mod instance;
+pub mod mockllm;
+pub mod ports;
+pub mod procfs;
+pub mod proxy;
+pub mod runtime;
+pub mod sandbox;
+pub mod server;
