@@ -14,17 +14,32 @@ const ENTRY_ROWS: &[(&str, Result<&str, &str>)] = &[
     ("bücher.example", Ok("xn--bcher-kva.example")),
     ("", Err("empty entry")),
     ("=", Err("empty entry")),
-    ("*.github.com", Err("wildcards are not supported (an entry already matches its subdomains)")),
-    ("git*hub.com", Err("wildcards are not supported (an entry already matches its subdomains)")),
-    ("=*", Err("wildcards are not supported (an entry already matches its subdomains)")),
+    (
+        "*.github.com",
+        Err("wildcards are not supported (an entry already matches its subdomains)"),
+    ),
+    (
+        "git*hub.com",
+        Err("wildcards are not supported (an entry already matches its subdomains)"),
+    ),
+    (
+        "=*",
+        Err("wildcards are not supported (an entry already matches its subdomains)"),
+    ),
     ("10.0.0.1", Err("IP literals are not allowed")),
     ("10.0.0.x", Ok("10.0.0.x")),
     ("2130706433", Err("IP literals are not allowed")),
     ("[::1]", Err("IP literals are not allowed")),
     ("::1", Err("IP literals are not allowed")),
     ("=0x7f.1", Err("IP literals are not allowed")),
-    ("com", Err("single-label names are not allowed (they would cover a whole top-level domain)")),
-    ("localhost", Err("single-label names are not allowed (they would cover a whole top-level domain)")),
+    (
+        "com",
+        Err("single-label names are not allowed (they would cover a whole top-level domain)"),
+    ),
+    (
+        "localhost",
+        Err("single-label names are not allowed (they would cover a whole top-level domain)"),
+    ),
     ("example.com", Ok("example.com")),
     ("https://github.com", Err("invalid host name")),
     ("github.com:443", Err("invalid host name")),
@@ -66,21 +81,32 @@ fn matching() {
     for (list, host, expected) in MATCH_ROWS {
         let (allowlist, dropped) = Allowlist::parse(list);
         assert!(dropped.is_empty(), "{list:?}: {dropped:?}");
-        assert_eq!(allowlist.find(host).is_some(), *expected, "list {list:?} host {host:?}");
+        assert_eq!(
+            allowlist.find(host).is_some(),
+            *expected,
+            "list {list:?} host {host:?}"
+        );
     }
 }
 
 #[test]
 fn list_parsing_trims_drops_and_dedups() {
-    let (list, dropped) = Allowlist::parse(" GitHub.com , ,*.evil.test,10.0.0.1, github.com., =pypi.org\nnpmjs.org ");
+    let (list, dropped) =
+        Allowlist::parse(" GitHub.com , ,*.evil.test,10.0.0.1, github.com., =pypi.org\nnpmjs.org ");
     let names: Vec<String> = list.entries().iter().map(ToString::to_string).collect();
     assert_eq!(names, ["github.com", "=pypi.org", "npmjs.org"]);
-    let reasons: Vec<(&str, &str)> = dropped.iter().map(|d| (d.entry.as_str(), d.reason)).collect();
+    let reasons: Vec<(&str, &str)> = dropped
+        .iter()
+        .map(|d| (d.entry.as_str(), d.reason))
+        .collect();
     assert_eq!(
         reasons,
         [
             ("", "empty entry"),
-            ("*.evil.test", "wildcards are not supported (an entry already matches its subdomains)"),
+            (
+                "*.evil.test",
+                "wildcards are not supported (an entry already matches its subdomains)"
+            ),
             ("10.0.0.1", "IP literals are not allowed"),
         ]
     );

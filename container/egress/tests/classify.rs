@@ -113,12 +113,42 @@ fn resolved_set_is_denied_if_any_address_is() {
     let metadata: IpAddr = "169.254.169.254".parse().unwrap();
     let mapped: IpAddr = "::ffff:127.0.0.1".parse().unwrap();
     let cases: &[(&[IpAddr], Decision)] = &[
-        (&[public], Decision::Allow { reason: "all resolved addresses are global unicast".into() }),
-        (&[public, private], Decision::Deny { reason: "resolved address 10.0.0.5 is a private address".into() }),
-        (&[private, public], Decision::Deny { reason: "resolved address 10.0.0.5 is a private address".into() }),
-        (&[metadata], Decision::Deny { reason: "resolved address 169.254.169.254 is a cloud metadata address".into() }),
-        (&[mapped], Decision::Deny { reason: "resolved address ::ffff:127.0.0.1 is an IPv4-mapped IPv6 address".into() }),
-        (&[], Decision::Deny { reason: "host did not resolve to any address".into() }),
+        (
+            &[public],
+            Decision::Allow {
+                reason: "all resolved addresses are global unicast".into(),
+            },
+        ),
+        (
+            &[public, private],
+            Decision::Deny {
+                reason: "resolved address 10.0.0.5 is a private address".into(),
+            },
+        ),
+        (
+            &[private, public],
+            Decision::Deny {
+                reason: "resolved address 10.0.0.5 is a private address".into(),
+            },
+        ),
+        (
+            &[metadata],
+            Decision::Deny {
+                reason: "resolved address 169.254.169.254 is a cloud metadata address".into(),
+            },
+        ),
+        (
+            &[mapped],
+            Decision::Deny {
+                reason: "resolved address ::ffff:127.0.0.1 is an IPv4-mapped IPv6 address".into(),
+            },
+        ),
+        (
+            &[],
+            Decision::Deny {
+                reason: "host did not resolve to any address".into(),
+            },
+        ),
     ];
     for (addrs, expected) in cases {
         assert_eq!(&decide_resolved(addrs), expected, "{addrs:?}");

@@ -15,8 +15,14 @@ const CONNECT_ROWS: &[Row] = &[
     // Plain names and ports.
     ("github.com:443", Ok(("github.com", 443))),
     ("github.com:80", Ok(("github.com", 80))),
-    ("github.com:22", Err("port 22 is not allowed (only 80 and 443)")),
-    ("github.com:8443", Err("port 8443 is not allowed (only 80 and 443)")),
+    (
+        "github.com:22",
+        Err("port 22 is not allowed (only 80 and 443)"),
+    ),
+    (
+        "github.com:8443",
+        Err("port 8443 is not allowed (only 80 and 443)"),
+    ),
     ("github.com", Err("CONNECT target must include a port")),
     ("github.com:", Err("CONNECT target must include a port")),
     ("github.com:https", Err("invalid port")),
@@ -74,10 +80,16 @@ fn connect_targets() {
         let got = parse_connect(input);
         match (expected, &got) {
             (Ok((host, port)), Ok(target)) => {
-                assert_eq!((target.host(), target.port().number()), (*host, *port), "input {input:?}");
+                assert_eq!(
+                    (target.host(), target.port().number()),
+                    (*host, *port),
+                    "input {input:?}"
+                );
                 assert_eq!(target.proto(), Proto::Connect);
             }
-            (Err(reason), Err(rejected)) => assert_eq!(rejected.why.reason(), *reason, "input {input:?}"),
+            (Err(reason), Err(rejected)) => {
+                assert_eq!(rejected.why.reason(), *reason, "input {input:?}")
+            }
             _ => panic!("input {input:?}: expected {expected:?}, got {got:?}"),
         }
     }
@@ -88,10 +100,22 @@ const ABSOLUTE_ROWS: &[Row] = &[
     ("http://github.com", Ok(("github.com", 80))),
     ("HTTP://GitHub.com/x?y#z", Ok(("github.com", 80))),
     ("http://github.com:443/", Ok(("github.com", 443))),
-    ("http://github.com:8080/", Err("port 8080 is not allowed (only 80 and 443)")),
-    ("https://github.com/", Err("only http:// URIs are forwarded (use CONNECT for https)")),
-    ("ftp://github.com/", Err("only http:// URIs are forwarded (use CONNECT for https)")),
-    ("/index.html", Err("request target must be an absolute http:// URI")),
+    (
+        "http://github.com:8080/",
+        Err("port 8080 is not allowed (only 80 and 443)"),
+    ),
+    (
+        "https://github.com/",
+        Err("only http:// URIs are forwarded (use CONNECT for https)"),
+    ),
+    (
+        "ftp://github.com/",
+        Err("only http:// URIs are forwarded (use CONNECT for https)"),
+    ),
+    (
+        "/index.html",
+        Err("request target must be an absolute http:// URI"),
+    ),
     ("http://github.com:80@evil.test/", Err(USERINFO)),
     ("http://user@github.com/", Err(USERINFO)),
     ("http://evil.test/?@github.com", Ok(("evil.test", 80))),
@@ -109,10 +133,16 @@ fn absolute_targets() {
         let got = parse_absolute(input);
         match (expected, &got) {
             (Ok((host, port)), Ok(target)) => {
-                assert_eq!((target.host(), target.port().number()), (*host, *port), "input {input:?}");
+                assert_eq!(
+                    (target.host(), target.port().number()),
+                    (*host, *port),
+                    "input {input:?}"
+                );
                 assert_eq!(target.proto(), Proto::Http);
             }
-            (Err(reason), Err(rejected)) => assert_eq!(rejected.why.reason(), *reason, "input {input:?}"),
+            (Err(reason), Err(rejected)) => {
+                assert_eq!(rejected.why.reason(), *reason, "input {input:?}")
+            }
             _ => panic!("input {input:?}: expected {expected:?}, got {got:?}"),
         }
     }
@@ -121,16 +151,33 @@ fn absolute_targets() {
 #[test]
 fn rejected_targets_keep_what_was_asked_for() {
     let rejected = parse_connect("user@github.com:443").unwrap_err();
-    assert_eq!((rejected.raw_host.as_str(), rejected.port), ("user@github.com", Some(443)));
+    assert_eq!(
+        (rejected.raw_host.as_str(), rejected.port),
+        ("user@github.com", Some(443))
+    );
     let rejected = parse_connect("[::1]:22").unwrap_err();
-    assert_eq!((rejected.raw_host.as_str(), rejected.port), ("[::1]", Some(22)));
+    assert_eq!(
+        (rejected.raw_host.as_str(), rejected.port),
+        ("[::1]", Some(22))
+    );
     let rejected = parse_connect("github.com:22").unwrap_err();
-    assert_eq!((rejected.raw_host.as_str(), rejected.port), ("github.com", Some(22)));
+    assert_eq!(
+        (rejected.raw_host.as_str(), rejected.port),
+        ("github.com", Some(22))
+    );
 }
 
 #[test]
 fn host_header_omits_default_ports() {
-    assert_eq!(parse_absolute("http://github.com/").unwrap().host_header(), "github.com");
-    assert_eq!(parse_absolute("http://github.com:443/").unwrap().host_header(), "github.com:443");
+    assert_eq!(
+        parse_absolute("http://github.com/").unwrap().host_header(),
+        "github.com"
+    );
+    assert_eq!(
+        parse_absolute("http://github.com:443/")
+            .unwrap()
+            .host_header(),
+        "github.com:443"
+    );
     assert_eq!(parse_connect("github.com:443").unwrap().port(), Port::Https);
 }
