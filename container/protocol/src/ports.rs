@@ -35,4 +35,21 @@ pub mod env {
     /// by devhost. Used as the model provider when no provider key is
     /// provisioned. Never set in production.
     pub const MOCK_MODEL_URL: &str = "HERMES_MOCK_MODEL_URL";
+    /// Address the control API binds to (default `0.0.0.0`; devhost and
+    /// tests use `127.0.0.1`). The port comes from [`CONTROL_PORT`]; `0`
+    /// picks a free port, which the supervisor prints on its first stdout
+    /// line as `hermes-supervisor: control API listening on <addr>`.
+    pub const CONTROL_HOST: &str = "HERMES_CONTROL_HOST";
+    /// Home directory of the `hermes` user (default `/home/hermes`); Hermes'
+    /// own state lives in `<it>/.hermes` (Hermes reads `HERMES_HOME`).
+    pub const HOME_DIR: &str = "HERMES_HOME_DIR";
+    /// The `hermes` executable (default `/opt/hermes/venv/bin/hermes`).
+    pub const HERMES_BIN: &str = "HERMES_BIN";
+    /// The hash-pinned requirements file Hermes was installed from (default
+    /// `/opt/hermes/requirements.txt`); hashed into the image marker.
+    pub const REQUIREMENTS: &str = "HERMES_REQUIREMENTS";
+    /// Supervisor-private state directory (default `/var/lib/hermes-edge`,
+    /// root-only); holds the probe marker `probe-marker`. Give every
+    /// container its own.
+    pub const STATE_DIR: &str = "HERMES_STATE_DIR";
 }

@@ -1,2 +1,4 @@
-//! placeholder: see the issue that owns this crate.
-fn main() {}
+//! Entry point; everything lives in the library.
+fn main() -> std::process::ExitCode {
+    hermes_supervisor::run()
+}

@@ -1,0 +1,145 @@
+//! The control API: accept loop, authentication, routing.
+//!
+//! Every request is authenticated before it is routed, so an unauthenticated
+//! caller learns nothing about which paths exist (always 401). Routing is by
+//! exact path, then method: unknown path → 404, known path with the wrong
+//! method → 405. Handlers return `Result`; the one mapping to a status code
+//! is [`SupervisorError::into_response`].
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use hermes_protocol::{limits::CONTROL_BODY_MAX, path, Activity, Health, ProbeWrite, Provision};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{header, Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde::de::DeserializeOwned;
+use tokio::net::TcpListener;
+
+use crate::app::App;
+use crate::body::ResponseBody;
+use crate::error::{json_response, SupervisorError};
+use crate::{auth, bootcheck, gateway, probe, provision, proxy};
+
+/// Bind the control port and serve forever.
+pub async fn serve(app: Arc<App>) -> std::io::Result<()> {
+    let listener = TcpListener::bind(app.settings.control_addr).await?;
+    let local: SocketAddr = listener.local_addr()?;
+    // The first stdout line is part of the contract: devhost and the tests
+    // read the bound port from it when they asked for port 0.
+    println!("hermes-supervisor: control API listening on {local}");
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(conn) => conn,
+            Err(e) => {
+                eprintln!("hermes-supervisor: accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let app = Arc::clone(&app);
+        tokio::spawn(async move {
+            let service = service_fn(move |req| {
+                let app = Arc::clone(&app);
+                async move {
+                    Ok::<_, Infallible>(
+                        route(&app, req)
+                            .await
+                            .unwrap_or_else(SupervisorError::into_response),
+                    )
+                }
+            });
+            let _ = http1::Builder::new()
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+async fn read_json<T: DeserializeOwned>(body: Incoming) -> Result<T, SupervisorError> {
+    let bytes = Limited::new(body, CONTROL_BODY_MAX)
+        .collect()
+        .await
+        .map_err(|e| {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                SupervisorError::PayloadTooLarge(CONTROL_BODY_MAX)
+            } else {
+                SupervisorError::BadRequest("request body could not be read".into())
+            }
+        })?
+        .to_bytes();
+    // serde's message names the field and position, never echoes values.
+    serde_json::from_slice(&bytes)
+        .map_err(|e| SupervisorError::BadRequest(format!("malformed JSON body: {e}")))
+}
+
+fn ok_json<T: serde::Serialize>(value: &T) -> Result<Response<ResponseBody>, SupervisorError> {
+    Ok(json_response(StatusCode::OK, value))
+}
+
+/// Authenticate, then dispatch.
+pub async fn route(
+    app: &Arc<App>,
+    req: Request<Incoming>,
+) -> Result<Response<ResponseBody>, SupervisorError> {
+    let authorization = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.as_bytes());
+    if !auth::bearer_matches(authorization, app.settings.control_token.expose()) {
+        return Err(SupervisorError::Unauthorized);
+    }
+    let method = req.method().clone();
+    let path_str = req.uri().path().to_owned();
+    if let Some(sub) = path_str.strip_prefix(path::HERMES_API_PREFIX) {
+        if sub.is_empty() || sub.starts_with('/') {
+            return proxy::handle(app, req, sub).await;
+        }
+        return Err(SupervisorError::NotFound);
+    }
+    match (path_str.as_str(), method) {
+        (path::HEALTH, Method::GET) => ok_json(&Health {
+            ok: true,
+            boot_id: app.settings.boot_id.clone(),
+            uptime_ms: app.uptime_ms(),
+        }),
+        (path::PROVISION, Method::POST) => {
+            let body: Provision = read_json(req.into_body()).await?;
+            ok_json(&provision::apply(app, &body)?)
+        }
+        (path::HERMES_START, Method::POST) => ok_json(&gateway::start(app).await?),
+        (path::HERMES_STOP, Method::POST) => ok_json(&gateway::stop(app).await),
+        (path::HERMES_READY, Method::GET) => ok_json(&gateway::ready_state(app).await),
+        (path::BOOT_CHECK, Method::GET) => ok_json(&bootcheck::report(app).await),
+        (path::PROBE, Method::POST) => {
+            let body: ProbeWrite = read_json(req.into_body()).await?;
+            ok_json(&probe::write(app, &body)?)
+        }
+        (path::PROBE, Method::GET) => ok_json(&probe::read(app)?),
+        (path::ACTIVITY, Method::GET) => ok_json(&Activity {
+            ok: true,
+            in_flight: app.activity.in_flight(),
+            last_activity_ms_ago: app.activity.ms_ago(app.started),
+        }),
+        (
+            path::HEALTH
+            | path::PROVISION
+            | path::HERMES_START
+            | path::HERMES_STOP
+            | path::HERMES_READY
+            | path::BOOT_CHECK
+            | path::PROBE
+            | path::ACTIVITY,
+            _,
+        ) => Err(SupervisorError::MethodNotAllowed),
+        _ => Err(SupervisorError::NotFound),
+    }
+}
