@@ -1,0 +1,131 @@
+//! The object's SQLite state: schema migrations and typed accessors.
+//!
+//! Each pending migration runs inside `transactionSync`, together with the
+//! `schema_version` row that records it, so a failing migration rolls back
+//! whole and the object refuses to serve (loudly) instead of running on a
+//! half-applied schema. Re-running is a no-op.
+
+use serde::Deserialize;
+use wasm_bindgen::closure::Closure;
+use wasm_bindgen::{JsCast, JsValue};
+use worker::{js_sys, Date, Result, SqlStorage, SqlStorageValue, Storage};
+
+use crate::agent_id::AgentId;
+use crate::errors::{ApiError, ErrorCode};
+use crate::migrations::{self, Migration};
+
+fn now_ms() -> i64 {
+    Date::now().as_millis() as i64
+}
+
+#[derive(Deserialize)]
+struct VersionRow {
+    version: Option<i64>,
+}
+
+fn current_version(sql: &SqlStorage) -> Result<u32> {
+    let rows: Vec<VersionRow> = sql
+        .exec("SELECT MAX(version) AS version FROM schema_version", None)?
+        .to_array()?;
+    let v = rows.first().and_then(|r| r.version).unwrap_or(0);
+    u32::try_from(v).map_err(|_| worker::Error::RustError(format!("corrupt schema_version {v}")))
+}
+
+/// Bring the schema to the newest version this build knows.
+pub fn migrate(storage: &Storage) -> Result<()> {
+    let sql = storage.sql();
+    sql.exec(migrations::SCHEMA_VERSION_DDL, None)?;
+    let current = current_version(&sql)?;
+    migrations::check_not_newer(current).map_err(worker::Error::RustError)?;
+    for migration in migrations::pending(current) {
+        apply_in_transaction(storage, migration).map_err(|e| {
+            worker::Error::RustError(format!(
+                "migration {} failed and was rolled back: {e}",
+                migration.name
+            ))
+        })?;
+    }
+    Ok(())
+}
+
+/// Run one migration and its bookkeeping row atomically through the
+/// runtime's `storage.transactionSync(fn)`: if the closure throws, SQLite
+/// rolls everything in it back.
+fn apply_in_transaction(storage: &Storage, migration: &'static Migration) -> Result<()> {
+    let raw = storage.as_raw();
+    let sql = storage.sql();
+    let body = Closure::once(move || -> std::result::Result<JsValue, JsValue> {
+        sql.exec(migration.sql, None)
+            .map_err(|e| JsValue::from_str(&e.to_string()))?;
+        sql.exec(
+            "INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)",
+            vec![
+                SqlStorageValue::from(i64::from(migration.version)),
+                migration.name.into(),
+                now_ms().into(),
+            ],
+        )
+        .map_err(|e| JsValue::from_str(&e.to_string()))?;
+        Ok(JsValue::UNDEFINED)
+    });
+    let transaction_sync: js_sys::Function =
+        js_sys::Reflect::get(raw, &JsValue::from_str("transactionSync"))?
+            .dyn_into()
+            .map_err(|_| {
+                worker::Error::RustError("storage.transactionSync is not available".into())
+            })?;
+    transaction_sync.call1(raw, body.as_ref().unchecked_ref())?;
+    Ok(())
+}
+
+#[derive(Deserialize)]
+struct AgentRow {
+    agent_id: String,
+}
+
+/// Bind the object to its agent on first use; afterwards refuse any other
+/// id. `idFromName` makes a collision impossible in practice, so a mismatch
+/// means a bug or tampering: fail closed.
+pub fn claim_agent(sql: &SqlStorage, agent: &AgentId) -> std::result::Result<(), ApiError> {
+    let internal = |e: worker::Error| ApiError::internal(format!("agent record: {e}"));
+    let rows: Vec<AgentRow> = sql
+        .exec("SELECT agent_id FROM agent WHERE id = 1", None)
+        .and_then(|c| c.to_array())
+        .map_err(internal)?;
+    match rows.first() {
+        Some(row) if row.agent_id == agent.as_str() => Ok(()),
+        Some(_) => Err(
+            ApiError::new(ErrorCode::Internal, "object is bound to another agent")
+                .for_agent(agent.as_str()),
+        ),
+        None => {
+            sql.exec(
+                "INSERT INTO agent (id, agent_id, created_at) VALUES (1, ?, ?)",
+                vec![agent.as_str().into(), now_ms().into()],
+            )
+            .map_err(internal)?;
+            Ok(())
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct MarkerRow {
+    marker: String,
+}
+
+pub fn write_marker(sql: &SqlStorage, marker: &str) -> Result<()> {
+    sql.exec(
+        "INSERT INTO probe_marker (id, marker, written_at) VALUES (1, ?, ?) \
+         ON CONFLICT(id) DO UPDATE SET marker = excluded.marker, written_at = excluded.written_at",
+        vec![marker.into(), now_ms().into()],
+    )?;
+    Ok(())
+}
+
+pub fn read_marker(sql: &SqlStorage) -> Result<Option<String>> {
+    let rows: Vec<MarkerRow> = sql
+        .exec("SELECT marker FROM probe_marker WHERE id = 1", None)?
+        .to_array()?;
+    Ok(rows.into_iter().next().map(|r| r.marker))
+}

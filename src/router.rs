@@ -1,0 +1,72 @@
+//! Which operation a request asks for, decided from method and path alone.
+//!
+//! The Worker gates every path under `/hosted` before routing (an
+//! unauthenticated caller learns nothing about which routes exist); the
+//! object routes again with the same table, so there is one list of routes.
+
+/// An operation of the hosted agent API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    ProbeWrite,
+    ProbeRead,
+}
+
+/// The result of routing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteMatch {
+    Found(Route),
+    MethodNotAllowed(&'static [&'static str]),
+    NotFound,
+}
+
+/// Prefix of every gated route.
+pub const HOSTED_PREFIX: &str = "/hosted";
+
+/// True for `/hosted` and everything below it: these paths pass the gate
+/// before anything else happens.
+pub fn is_hosted(path: &str) -> bool {
+    path == HOSTED_PREFIX || path.starts_with("/hosted/")
+}
+
+pub fn route(method: &str, path: &str) -> RouteMatch {
+    match path {
+        "/hosted/agent/probe" => match method {
+            "POST" => RouteMatch::Found(Route::ProbeWrite),
+            "GET" => RouteMatch::Found(Route::ProbeRead),
+            _ => RouteMatch::MethodNotAllowed(&["GET", "POST"]),
+        },
+        _ => RouteMatch::NotFound,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table() {
+        assert_eq!(
+            route("POST", "/hosted/agent/probe"),
+            RouteMatch::Found(Route::ProbeWrite)
+        );
+        assert_eq!(
+            route("GET", "/hosted/agent/probe"),
+            RouteMatch::Found(Route::ProbeRead)
+        );
+        assert_eq!(
+            route("DELETE", "/hosted/agent/probe"),
+            RouteMatch::MethodNotAllowed(&["GET", "POST"])
+        );
+        assert_eq!(route("GET", "/hosted/agent/probe/"), RouteMatch::NotFound);
+        assert_eq!(route("GET", "/hosted/agent/nope"), RouteMatch::NotFound);
+        assert_eq!(route("GET", "/"), RouteMatch::NotFound);
+    }
+
+    #[test]
+    fn hosted_prefix_is_dot_boundary() {
+        assert!(is_hosted("/hosted"));
+        assert!(is_hosted("/hosted/agent/probe"));
+        assert!(!is_hosted("/hostedx"));
+        assert!(!is_hosted("/"));
+    }
+}
