@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use tokio::net::TcpListener;
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use super::{
     log_event, AllowlistHandle, Guard, GuardConfig, GuardError, Resolve, StaticResolver,
@@ -153,14 +153,7 @@ fn read_allowlist_file(path: &PathBuf) -> Result<Allowlist, GuardError> {
 
 /// Re-reads the file on every SIGHUP. A failed read installs deny-all: a
 /// reload can narrow egress or fail closed, never fail open.
-async fn reload_on_sighup(path: PathBuf, handle: AllowlistHandle) {
-    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
-        log_event(
-            "reload_unavailable",
-            json!({ "reason": "cannot install SIGHUP handler" }),
-        );
-        return;
-    };
+async fn reload_on_sighup(mut hangups: Signal, path: PathBuf, handle: AllowlistHandle) {
     while hangups.recv().await.is_some() {
         match read_allowlist_file(&path) {
             Ok(list) => {
@@ -218,7 +211,12 @@ pub async fn run(options: GuardOptions) -> Result<(), GuardError> {
         Arc::new(StderrAudit),
     );
     if let Some(path) = options.allowlist_file.clone() {
-        tokio::spawn(reload_on_sighup(path, guard.allowlist_handle()));
+        // Installed before "listening" is logged: a SIGHUP that arrived
+        // before the handler existed would kill the process.
+        let hangups = signal(SignalKind::hangup()).map_err(|error| {
+            GuardError::Usage(format!("cannot install SIGHUP handler: {error}"))
+        })?;
+        tokio::spawn(reload_on_sighup(hangups, path, guard.allowlist_handle()));
     }
     let mut terminate = signal(SignalKind::terminate())
         .map_err(|error| GuardError::Usage(format!("cannot install SIGTERM handler: {error}")))?;
