@@ -11,14 +11,22 @@
 #
 # Usage: scripts/setup-hermes.sh [--force]
 #   HERMES_VENV=/path  override the venv location (default <repo>/.venv/hermes)
-#   PYTHON=python3.11  interpreter to use (default python3; must be CPython 3.11,
-#                      the platform the requirements were compiled for)
+#   PYTHON=python3.11  interpreter to use (must be CPython 3.11, the platform the
+#                      requirements were compiled for). Default: /usr/bin/python3.11
+#                      when present, else python3. The venv links to its
+#                      interpreter, and Hermes runs as uid 10001: an interpreter
+#                      under a private directory (pyenv in /root, mode 0700) cannot
+#                      be executed by that uid, so it is refused.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 requirements="$repo_root/container/requirements.txt"
 venv="${HERMES_VENV:-$repo_root/.venv/hermes}"
-python="${PYTHON:-python3}"
+if [[ -z "${PYTHON:-}" && -x /usr/bin/python3.11 ]]; then
+    python=/usr/bin/python3.11
+else
+    python="${PYTHON:-python3}"
+fi
 stamp="$venv/.requirements.sha256"
 
 if [[ ! -f "$requirements" ]]; then
@@ -26,7 +34,18 @@ if [[ ! -f "$requirements" ]]; then
     exit 1
 fi
 
-want="$(sha256sum "$requirements" | cut -d' ' -f1)"
+python_real="$(readlink -f "$(command -v "$python")")"
+# Every directory above the interpreter must be searchable by other users.
+dir="$(dirname "$python_real")"
+while [[ "$dir" != "/" ]]; do
+    if [[ "$(( 0$(stat -c '%a' "$dir") & 01 ))" -eq 0 ]]; then
+        echo "setup-hermes: $python_real is inside $dir, which other users cannot enter;" >&2
+        echo "  the hermes uid could not run it. Set PYTHON to a system CPython 3.11." >&2
+        exit 1
+    fi
+    dir="$(dirname "$dir")"
+done
+want="$(cat "$requirements" | sha256sum | cut -d' ' -f1) $python_real"
 if [[ "${1:-}" != "--force" && -f "$stamp" && -x "$venv/bin/hermes" ]] \
     && [[ "$(cat "$stamp")" == "$want" ]]; then
     echo "setup-hermes: $venv already matches container/requirements.txt ($want)"
