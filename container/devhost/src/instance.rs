@@ -78,10 +78,11 @@ pub struct Instance {
 }
 
 /// Host subdirectories of a container directory, in image order.
-pub fn private_dirs(dir: &Path) -> [(PathBuf, u32); 3] {
+pub fn private_dirs(dir: &Path) -> [(PathBuf, u32); 4] {
     [
         (dir.join("home"), 0o755),
         (dir.join("workspace"), 0o755),
+        (dir.join("state"), 0o700),
         (dir.join("tmp"), 0o1777),
     ]
 }
@@ -121,6 +122,7 @@ impl Instance {
             home: spec.dir.join("home"),
             workspace: spec.dir.join("workspace"),
             tmp: spec.dir.join("tmp"),
+            state: spec.dir.join("state"),
             hostname: spec.id.chars().take(63).collect(),
             hidden: spec.hidden,
             ro_binds: spec.ro_binds,
@@ -245,10 +247,16 @@ impl Instance {
                 pid_ns,
                 ..
             } => {
-                // PID 1 dying takes the whole namespace with it.
+                // PID 1 dying takes the whole namespace with it; bwrap (its
+                // parent) reaps it at once and exits. Killing bwrap first
+                // would leave PID 1 a zombie for the host's init to reap,
+                // which can take long.
                 let _ = procfs::pidfd_signal(init, libc::SIGKILL);
-                let _ = procfs::pidfd_signal(bwrap, libc::SIGKILL);
                 self.wait_exit().await;
+                if self.running() {
+                    let _ = procfs::pidfd_signal(bwrap, libc::SIGKILL);
+                    self.wait_exit().await;
+                }
                 let ns = *pid_ns;
                 wait_until_empty(|| procfs::pids_in_namespace(ns)).await
             }

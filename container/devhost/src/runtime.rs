@@ -177,9 +177,13 @@ impl Runtime {
             "HERMES_DEVHOST_ISOLATION".into(),
             s.isolation.as_str().into(),
         ));
+        // Containers share the host's network namespace: the control API
+        // must not listen on every interface as it does in production.
+        runtime_env.push(("HERMES_CONTROL_HOST".into(), "127.0.0.1".into()));
         match s.isolation {
             Isolation::Namespaces => {
                 runtime_env.push(("HERMES_HOME_DIR".into(), sandbox::HOME_DIR.into()));
+                runtime_env.push(("HERMES_STATE_DIR".into(), sandbox::STATE_DIR.into()));
             }
             Isolation::Reduced => {
                 // No mount namespace: point the supervisor at this container's
@@ -188,6 +192,7 @@ impl Runtime {
                 runtime_env.push(("HERMES_HOME_DIR".into(), path(dir.join("home"))));
                 runtime_env.push(("HERMES_WORKSPACE_DIR".into(), path(dir.join("workspace"))));
                 runtime_env.push(("TMPDIR".into(), path(dir.join("tmp"))));
+                runtime_env.push(("HERMES_STATE_DIR".into(), path(dir.join("state"))));
             }
         }
         let env = env::compose(&env::image_base(), from_object, &runtime_env)

@@ -29,6 +29,10 @@ use std::path::{Path, PathBuf};
 pub const HOME_DIR: &str = "/home/hermes";
 pub const WORKSPACE_DIR: &str = "/workspace";
 pub const TMP_DIR: &str = "/tmp";
+/// The supervisor's private state (`HERMES_STATE_DIR` default in the image).
+/// It sits under the read-only `/var`, so devhost creates the empty mount
+/// point on the host once (see [`host_mount_points`]).
+pub const STATE_DIR: &str = "/var/lib/hermes-edge";
 
 /// Top-level host directories bound read-only into every container.
 pub const SYSTEM_DIRS: &[&str] = &["usr", "etc", "opt", "var", "srv", "sys"];
@@ -57,6 +61,7 @@ pub struct SandboxPlan {
     pub home: PathBuf,
     pub workspace: PathBuf,
     pub tmp: PathBuf,
+    pub state: PathBuf,
     pub hostname: String,
     /// Host paths that must not be visible inside (devhost's state dir).
     pub hidden: Vec<PathBuf>,
@@ -143,6 +148,7 @@ pub fn bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
         Path::new(WORKSPACE_DIR),
     );
     push_paths(&mut args, "--bind", &plan.tmp, Path::new(TMP_DIR));
+    push_paths(&mut args, "--bind", &plan.state, Path::new(STATE_DIR));
     for hidden in &plan.hidden {
         if visible_inside(plan, hidden) {
             args.push("--tmpfs".into());
@@ -158,6 +164,12 @@ pub fn bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
     push(&mut args, &["--chdir", "/", "--"]);
     args.extend(plan.command.iter().cloned());
     args
+}
+
+/// Private image paths that lie inside a read-only system bind and so need
+/// an (empty) mount point on the host.
+pub fn host_mount_points() -> [&'static str; 1] {
+    [STATE_DIR]
 }
 
 /// Reads the host's `/` into [`RootEntry`]s (the thin I/O half).
@@ -220,6 +232,7 @@ mod tests {
             home: "/var/lib/dh/containers/a/home".into(),
             workspace: "/var/lib/dh/containers/a/workspace".into(),
             tmp: "/var/lib/dh/containers/a/tmp".into(),
+            state: "/var/lib/dh/containers/a/state".into(),
             hostname: "a".into(),
             hidden: vec!["/var/lib/dh".into(), "/tmp/elsewhere".into()],
             ro_binds: vec![
@@ -256,6 +269,10 @@ mod tests {
         );
         assert!(
             t.contains("--bind /var/lib/dh/containers/a/workspace /workspace"),
+            "{t}"
+        );
+        assert!(
+            t.contains("--bind /var/lib/dh/containers/a/state /var/lib/hermes-edge"),
             "{t}"
         );
         assert!(

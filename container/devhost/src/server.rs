@@ -80,6 +80,14 @@ pub fn ro_binds(config: &Config) -> Vec<PathBuf> {
     binds
 }
 
+fn create_private_dir(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+}
+
 /// Runs devhost until SIGTERM/SIGINT.
 pub async fn run(config: Config) -> Result<(), String> {
     let root = procfs::is_root();
@@ -98,6 +106,18 @@ pub async fn run(config: Config) -> Result<(), String> {
             "devhost: note: HERMES_BIN {} does not exist (run scripts/setup-hermes.sh)",
             config.hermes_bin.display()
         );
+    }
+    if isolation == Isolation::Namespaces {
+        for mount_point in sandbox::host_mount_points() {
+            // An empty, root-only directory: the only change devhost makes
+            // outside its state dir, needed because bwrap cannot create a
+            // mount point inside a read-only bind.
+            if !Path::new(mount_point).exists() {
+                create_private_dir(Path::new(mount_point))
+                    .map_err(|e| format!("cannot create mount point {mount_point}: {e}"))?;
+                eprintln!("devhost: created empty mount point {mount_point} on the host");
+            }
+        }
     }
     std::fs::create_dir_all(&config.state_dir)
         .map_err(|e| format!("state dir {}: {e}", config.state_dir.display()))?;
