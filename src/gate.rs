@@ -130,15 +130,17 @@ mod tests {
             .map_err(|e| (e.status(), e.code.as_str()))
     }
 
+    type Row = (
+        ServiceSecrets<'static>,
+        Option<String>,
+        Option<&'static str>,
+        Result<String, (u16, &'static str)>,
+    );
+
     #[test]
     fn gate_table() {
         let bearer = |t: &str| format!("Bearer {t}");
-        let rows: Vec<(
-            ServiceSecrets,
-            Option<String>,
-            Option<&str>,
-            Result<String, (u16, &str)>,
-        )> = vec![
+        let rows: Vec<Row> = vec![
             // Step 1: not configured wins over everything else.
             (
                 secrets(None, None),
@@ -312,7 +314,7 @@ mod tests {
 
         #[test]
         fn prefixes_and_extensions_never_match(s in "[!-~]{1,40}", extra in "[!-~]{1,5}") {
-            prop_assert!(!bool::from(secret_matches(s[..s.len() - 1].as_bytes(), s.as_bytes())));
+            prop_assert!(!bool::from(secret_matches(&s.as_bytes()[..s.len() - 1], s.as_bytes())));
             let longer = [s.as_bytes(), extra.as_bytes()].concat();
             prop_assert!(!bool::from(secret_matches(&longer, s.as_bytes())));
         }
