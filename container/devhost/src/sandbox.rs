@@ -155,11 +155,29 @@ pub fn bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
             args.push(hidden.as_os_str().to_owned());
         }
     }
+    let mut made: Vec<PathBuf> = Vec::new();
     for bind in &plan.ro_binds {
         // `/` or a relative path would undo the whole view.
-        if bind.is_absolute() && bind != Path::new("/") {
-            push_paths(&mut args, "--ro-bind", bind, bind);
+        if !bind.is_absolute() || bind == Path::new("/") {
+            continue;
         }
+        // bwrap creates missing parents 0700, which the Hermes uid could
+        // not traverse: create them 0755 first, outermost first.
+        let mut parents: Vec<&Path> = bind
+            .ancestors()
+            .skip(1)
+            .filter(|a| *a != Path::new("/"))
+            .collect();
+        parents.reverse();
+        for parent in parents {
+            if visible_inside(plan, parent) || made.iter().any(|m| m == parent) {
+                continue;
+            }
+            push(&mut args, &["--perms", "0755", "--dir"]);
+            args.push(parent.as_os_str().to_owned());
+            made.push(parent.to_path_buf());
+        }
+        push_paths(&mut args, "--ro-bind", bind, bind);
     }
     push(&mut args, &["--chdir", "/", "--"]);
     args.extend(plan.command.iter().cloned());
@@ -301,6 +319,11 @@ mod tests {
             "{t}"
         );
         assert!(!t.contains("--ro-bind / /"), "{t}");
+        // Parents of a bind are made traversable, each once.
+        assert!(
+            t.contains("--perms 0755 --dir /work --perms 0755 --dir /work/main --perms 0755 --dir /work/main/target --perms 0755 --dir /work/main/target/debug --ro-bind"),
+            "{t}"
+        );
         // The private binds come after the tmpfs they sit on.
         let home_tmpfs = t.find("--tmpfs /home").unwrap_or(usize::MAX);
         let home_bind = t.find("/home/hermes").unwrap_or(0);
