@@ -66,12 +66,38 @@ pub enum ConfigError {
     Invalid(&'static str, &'static str),
 }
 
+/// Overwrite the bytes of `name`'s value in place. `remove_var` only drops
+/// the pointer from `environ`; the string itself stays in the initial
+/// environment block that `/proc/<pid>/environ` shows, so it is zeroed here.
+/// Must run while the process is single-threaded.
+fn scrub_initial_env_value(name: &str) {
+    let Ok(c_name) = std::ffi::CString::new(name) else {
+        return;
+    };
+    // SAFETY: single-threaded (documented precondition), so no other thread
+    // reads or changes the environment; getenv returns a pointer to the
+    // NUL-terminated value inside the writable environment block, and we
+    // write only within its length.
+    unsafe {
+        let value = libc::getenv(c_name.as_ptr());
+        if value.is_null() {
+            return;
+        }
+        let len = libc::strlen(value);
+        for i in 0..len {
+            std::ptr::write_volatile(value.add(i), 0);
+        }
+    }
+}
+
 impl Settings {
     /// Read the environment and remove `CONTROL_TOKEN` from it. Must be called
     /// while the process has exactly one thread.
     pub fn from_env() -> Result<Self, ConfigError> {
         let token = std::env::var_os(env::CONTROL_TOKEN);
-        // Removed before validation, so even a refused start leaves no copy.
+        // Wiped and removed before validation, so even a refused start
+        // leaves no copy.
+        scrub_initial_env_value(env::CONTROL_TOKEN);
         std::env::remove_var(env::CONTROL_TOKEN);
         let control_token = token
             .map(|t| Secret::new(t.into_encoded_bytes()))
