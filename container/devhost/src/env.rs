@@ -46,6 +46,7 @@ pub fn image_base() -> Vec<(String, String)> {
         ("HOME".into(), "/root".into()),
         ("LANG".into(), "C.UTF-8".into()),
         ("LC_ALL".into(), "C.UTF-8".into()),
+        ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
     ]
 }
 

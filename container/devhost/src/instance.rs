@@ -51,6 +51,7 @@ pub struct SpawnSpec<'a> {
     pub root_entries: &'a [sandbox::RootEntry],
     pub hidden: Vec<PathBuf>,
     pub ro_binds: Vec<PathBuf>,
+    pub file_overlays: Vec<(PathBuf, PathBuf)>,
 }
 
 /// The kill handle of the container's processes.
@@ -126,6 +127,7 @@ impl Instance {
             hostname: spec.id.chars().take(63).collect(),
             hidden: spec.hidden,
             ro_binds: spec.ro_binds,
+            file_overlays: spec.file_overlays,
             info_fd: INFO_FD,
             command: vec![OsString::from(spec.supervisor_bin)],
         };

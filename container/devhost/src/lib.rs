@@ -14,6 +14,7 @@ pub mod env;
 pub mod error;
 pub mod http;
 pub mod id;
+pub mod image;
 pub mod instance;
 pub mod mockllm;
 pub mod ports;

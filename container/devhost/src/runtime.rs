@@ -27,6 +27,8 @@ pub struct RuntimeSettings {
     pub supervisor_bin: PathBuf,
     /// Host paths bound read-only into every container.
     pub ro_binds: Vec<PathBuf>,
+    /// Host files bound over system files (`/etc/passwd`, `/etc/group`).
+    pub file_overlays: Vec<(PathBuf, PathBuf)>,
     /// Variables devhost adds to every container (local paths, mock model).
     pub runtime_env: Vec<(String, String)>,
     pub root_entries: Vec<RootEntry>,
@@ -138,6 +140,10 @@ impl Runtime {
         let dir = self.dir_of(id);
         instance::prepare_dir(&dir)
             .map_err(|e| ApiError::Internal(format!("container dir: {e}")))?;
+        if self.settings.isolation == Isolation::Namespaces {
+            crate::image::own_private_dirs(&dir.join("home"), &dir.join("workspace"))
+                .map_err(|e| ApiError::Internal(format!("container dir owners: {e}")))?;
+        }
         let port_map = self
             .ports
             .allocate()
@@ -207,6 +213,7 @@ impl Runtime {
             root_entries: &s.root_entries,
             hidden: vec![s.state_dir.clone()],
             ro_binds: s.ro_binds.clone(),
+            file_overlays: s.file_overlays.clone(),
         };
         Instance::spawn(spec).await.map_err(ApiError::StartFailed)
     }

@@ -67,6 +67,8 @@ pub struct SandboxPlan {
     pub hidden: Vec<PathBuf>,
     /// Host paths bound read-only at the same path (absolute).
     pub ro_binds: Vec<PathBuf>,
+    /// Host files bound read-only over system files (`/etc/passwd`).
+    pub file_overlays: Vec<(PathBuf, PathBuf)>,
     /// Descriptor on which bwrap reports the child pid and namespaces.
     pub info_fd: i32,
     /// The program to run as PID 1 and its arguments (never secrets).
@@ -140,6 +142,9 @@ pub fn bwrap_args(plan: &SandboxPlan) -> Vec<OsString> {
     // multiprocessing needs a writable /dev/shm for the Hermes user).
     push(&mut args, &["--perms", "1777", "--tmpfs", "/dev/shm"]);
     push(&mut args, &["--perms", "1777", "--tmpfs", "/var/tmp"]);
+    for (host, inside) in &plan.file_overlays {
+        push_paths(&mut args, "--ro-bind", host, inside);
+    }
     push_paths(&mut args, "--bind", &plan.home, Path::new(HOME_DIR));
     push_paths(
         &mut args,
@@ -257,6 +262,7 @@ mod tests {
                 "/work/main/target/debug/hermes-supervisor".into(),
                 "/".into(),
             ],
+            file_overlays: vec![("/var/lib/dh/etc/passwd".into(), "/etc/passwd".into())],
             info_fd: 7,
             command: vec!["/work/main/target/debug/hermes-supervisor".into()],
         }
@@ -302,6 +308,11 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("--info-fd 7"), "{t}");
+        let etc = t.find("--ro-bind /etc /etc").unwrap_or(usize::MAX);
+        let passwd = t
+            .find("--ro-bind /var/lib/dh/etc/passwd /etc/passwd")
+            .unwrap_or(0);
+        assert!(etc < passwd, "overlay must come after /etc: {t}");
         assert!(
             t.ends_with("--chdir / -- /work/main/target/debug/hermes-supervisor"),
             "{t}"

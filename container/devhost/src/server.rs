@@ -157,6 +157,11 @@ pub async fn run(config: Config) -> Result<(), String> {
         state_dir: config.state_dir.clone(),
         supervisor_bin: config.supervisor_bin.clone(),
         ro_binds: ro_binds(&config),
+        file_overlays: match isolation {
+            Isolation::Namespaces => crate::image::write_user_db(&config.state_dir.join("etc"))
+                .map_err(|e| format!("user database: {e}"))?,
+            Isolation::Reduced => Vec::new(),
+        },
         runtime_env,
         root_entries: sandbox::read_root_entries().map_err(|e| format!("reading /: {e}"))?,
     };
