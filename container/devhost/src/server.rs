@@ -33,11 +33,13 @@ pub fn decide_isolation(
     }
 }
 
-fn warn_reduced(root: bool, bwrap: &Path) {
-    let why = if root {
-        format!("{} not found (apt-get install bubblewrap)", bwrap.display())
-    } else {
+fn warn_reduced(requested: IsolationRequest, root: bool, bwrap: &Path) {
+    let why = if requested == IsolationRequest::Reduced {
+        "requested with --isolation reduced".to_owned()
+    } else if !root {
         "not running as root".to_owned()
+    } else {
+        format!("{} not found (apt-get install bubblewrap)", bwrap.display())
     };
     eprintln!("################################################################");
     eprintln!("# hermes-devhost: REDUCED ISOLATION ({why}).");
@@ -93,7 +95,7 @@ pub async fn run(config: Config) -> Result<(), String> {
     let root = procfs::is_root();
     let isolation = decide_isolation(config.isolation, root, config.bwrap.is_file())?;
     if isolation == Isolation::Reduced {
-        warn_reduced(root, &config.bwrap);
+        warn_reduced(config.isolation, root, &config.bwrap);
     }
     if !config.supervisor_bin.is_file() {
         eprintln!(

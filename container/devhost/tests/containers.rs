@@ -395,3 +395,42 @@ fn shutdown_destroys_all_containers() {
     assert!(!dh.state_dir.join("containers/sd-a").exists());
     assert!(!dh.state_dir.join("containers/sd-b").exists());
 }
+
+#[test]
+fn reduced_isolation_still_runs_and_destroys_the_group() {
+    let dh = Devhost::start_with(support::STUB, &[("DEVHOST_ISOLATION", "reduced")]);
+    let (_, health) = dh.get("/healthz");
+    assert_eq!(health["isolation"], "reduced", "{health}");
+    let tok = "tok-reduced-0123456789";
+    let status = dh.start_container("red1", tok, "b");
+    dh.wait_ready("red1", tok, "/_control/health");
+    let (_, who) = request(
+        "GET",
+        &dh.url("/containers/red1/ports/8080/whoami"),
+        None,
+        Some(tok),
+    );
+    // No mount namespace: the supervisor is pointed at its own directory.
+    let home = who["home"].as_str().unwrap().to_owned();
+    assert!(home.starts_with(dh.state_dir.to_str().unwrap()), "{who}");
+    let pgid = status["pid"].as_u64().unwrap() as u32;
+    assert!(!hermes_devhost::procfs::pids_in_group(pgid).is_empty());
+    let (code, _) = dh.post("/containers/red1/destroy", &json!({}));
+    assert_eq!(code, 200);
+    assert!(hermes_devhost::procfs::pids_in_group(pgid).is_empty());
+    assert!(!dh.state_dir.join("containers/red1").exists());
+}
+
+#[test]
+fn missing_supervisor_is_a_json_start_failure() {
+    let dh = Devhost::start_with("/nonexistent/hermes-supervisor", &[]);
+    let (code, body) = dh.post("/containers/nosup/start", &json!({"env": {}}));
+    assert_eq!(code, 500, "{body}");
+    assert_eq!(body["error"], "start_failed");
+    assert!(
+        body["message"].as_str().unwrap().contains("not found"),
+        "{body}"
+    );
+    let (_, status) = dh.get("/containers/nosup");
+    assert_eq!(status["running"], false);
+}
