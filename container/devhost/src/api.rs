@@ -183,9 +183,7 @@ impl Api {
                 env: BTreeMap::new(),
             }
         } else {
-            // serde's message names the field, never the secret value.
-            serde_json::from_slice(&body)
-                .map_err(|e| ApiError::BadRequest(format!("invalid start body: {e}")))?
+            serde_json::from_slice(&body).map_err(|e| body_error("start", START_SHAPE, &e))?
         };
         let status = self.runtime.start(id, &start.env).await?;
         Ok(to_json(&status))
@@ -199,8 +197,8 @@ impl Api {
         let body = read_body_limited(req.into_body(), BODY_MAX)
             .await
             .ok_or_else(|| ApiError::BadRequest("body too large or unreadable".into()))?;
-        let parsed: SignalBody = serde_json::from_slice(&body)
-            .map_err(|e| ApiError::BadRequest(format!("invalid signal body: {e}")))?;
+        let parsed: SignalBody =
+            serde_json::from_slice(&body).map_err(|e| body_error("signal", SIGNAL_SHAPE, &e))?;
         self.runtime.signal(id, parsed.signal).await?;
         Ok(json(StatusCode::OK, &serde_json::json!({ "ok": true })))
     }
@@ -219,6 +217,19 @@ impl Api {
         };
         proxy::forward(req, port, host_port, &target).await
     }
+}
+
+const START_SHAPE: &str = r#"{"env":{"NAME":"value",..}}"#;
+const SIGNAL_SHAPE: &str = r#"{"signal":15}"#;
+
+/// A JSON body error without serde's text: that text quotes the offending
+/// value, which in a start body may be a secret.
+fn body_error(what: &str, shape: &str, e: &serde_json::Error) -> ApiError {
+    ApiError::BadRequest(format!(
+        "invalid {what} body (line {} column {}): expected {shape}",
+        e.line(),
+        e.column()
+    ))
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> Response<Body> {

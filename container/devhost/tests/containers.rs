@@ -45,6 +45,21 @@ fn bad_ids_are_400_json() {
     );
     let (code, _) = dh.post("/containers/ok1/start", &json!({"env": {"A": 1}}));
     assert_eq!(code, 400);
+    // The error never quotes a value from the body (it may be a secret).
+    for bad in [
+        json!({"env": "CONTROL_TOKEN=sekrit-value"}),
+        json!({"env": {"CONTROL_TOKEN": ["sekrit-value"]}}),
+    ] {
+        let (code, body) = dh.post("/containers/ok1/start", &bad);
+        assert_eq!(code, 400);
+        assert!(!body.to_string().contains("sekrit"), "{body}");
+    }
+    let (code, body) = dh.post(
+        "/containers/ok1/start",
+        &json!({"env": {"BAD NAME": "sekrit-value"}}),
+    );
+    assert_eq!(code, 400);
+    assert!(!body.to_string().contains("sekrit"), "{body}");
     let (code, body) = dh.get("/containers/ok1");
     assert_eq!((code, body["running"].as_bool()), (200, Some(false)));
 }
