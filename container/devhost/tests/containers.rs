@@ -449,3 +449,43 @@ fn missing_supervisor_is_a_json_start_failure() {
     let (_, status) = dh.get("/containers/nosup");
     assert_eq!(status["running"], false);
 }
+
+/// Reads a whole response through a raw connection; returns body bytes.
+fn drain(base: &str, path: &str, token: &str) -> usize {
+    let mut s = RawStream::open(base, "GET", path, token, None);
+    s.read_to_end_len()
+}
+
+#[test]
+fn proxy_throughput_against_direct() {
+    let dh = Devhost::start();
+    let tok = "tok-tput-0123456789";
+    let status = dh.start_container("tput", tok, "b");
+    dh.wait_ready("tput", tok, "/_control/health");
+    let direct = format!(
+        "http://127.0.0.1:{}",
+        status["ports"]["8080"].as_u64().unwrap()
+    );
+    let mb = 256;
+    let path = format!("/bytes?mb={mb}");
+    // Warm up both paths once.
+    drain(&direct, "/bytes?mb=8", tok);
+    drain(&dh.base, "/containers/tput/ports/8080/bytes?mb=8", tok);
+    let t0 = Instant::now();
+    let n_direct = drain(&direct, &path, tok);
+    let direct_t = t0.elapsed();
+    let t1 = Instant::now();
+    let n_proxy = drain(&dh.base, &format!("/containers/tput/ports/8080{path}"), tok);
+    let proxy_t = t1.elapsed();
+    assert!(
+        n_direct >= mb << 20 && n_proxy >= mb << 20,
+        "{n_direct} {n_proxy}"
+    );
+    let rate = |t: Duration| (mb as f64) / t.as_secs_f64();
+    eprintln!(
+        "measured: {mb} MiB direct {:.0} MiB/s, through devhost {:.0} MiB/s (ratio {:.2})",
+        rate(direct_t),
+        rate(proxy_t),
+        direct_t.as_secs_f64() / proxy_t.as_secs_f64()
+    );
+}

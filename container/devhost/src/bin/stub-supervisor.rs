@@ -7,7 +7,8 @@
 //! `GET /_control/health`; `GET|POST /file?path=P` read/write a file;
 //! `GET /whoami` (pid, hostname, env names — never values); `GET /stream`
 //! (one chunk, then waits for `POST /release`, then a second chunk);
-//! `POST /echo` streams the request body back; `POST /spawn` starts a
+//! `POST /echo` streams the request body back; `GET /bytes?mb=N` sends N MiB;
+//! `POST /spawn` starts a
 //! `sleep` that leaves the process group (setsid) to test teardown.
 
 use bytes::Bytes;
@@ -119,6 +120,26 @@ impl Stub {
             }
             (Method::POST, "/echo") => {
                 let body = req.into_body().map_err(|e| Box::new(e) as BoxError).boxed();
+                Response::new(body)
+            }
+            (Method::GET, "/bytes") => {
+                // `?mb=N`: N MiB in 64 KiB chunks, for throughput measurements.
+                let mb: usize = req
+                    .uri()
+                    .query()
+                    .and_then(|q| q.strip_prefix("mb="))
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(1)
+                    .min(1024);
+                let (tx, body) = ChannelBody::pair(8);
+                tokio::spawn(async move {
+                    let chunk = Bytes::from(vec![b'x'; 64 * 1024]);
+                    for _ in 0..mb * 16 {
+                        if tx.send(chunk.clone()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
                 Response::new(body)
             }
             (Method::POST, "/spawn") => {

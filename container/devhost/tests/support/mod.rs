@@ -293,6 +293,22 @@ impl RawStream {
         open
     }
 
+    /// Reads to EOF, counting bytes (headers and chunk framing included).
+    pub fn read_to_end_len(&mut self) -> usize {
+        self.stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .expect("timeout");
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut total = 0;
+        loop {
+            match self.stream.read(&mut buf) {
+                Ok(0) => return total,
+                Ok(n) => total += n,
+                Err(e) => panic!("read failed after {total} bytes: {e}"),
+            }
+        }
+    }
+
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.seen).into_owned()
     }
