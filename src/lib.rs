@@ -7,11 +7,15 @@
 //! Object) only exists on `wasm32`.
 
 pub mod agent_id;
+pub mod container_error;
 pub mod errors;
 pub mod gate;
 pub mod migrations;
+pub mod provider_keys;
+pub mod proxy_path;
 pub mod retry;
 pub mod router;
+pub mod settings;
 
 #[cfg(target_arch = "wasm32")]
 mod agent;
