@@ -163,11 +163,11 @@ pub fn from_sources(
             bad.display()
         ));
     }
-    let hermes_bin = var("HERMES_BIN")
+    let hermes_bin = var(hermes_protocol::ports::env::HERMES_BIN)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| tidy(repo_root().join(".venv/hermes/bin/hermes")));
-    let hermes_requirements = var("HERMES_REQUIREMENTS")
+    let hermes_requirements = var(hermes_protocol::ports::env::REQUIREMENTS)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| tidy(repo_root().join("container/requirements.txt")));

@@ -14,6 +14,7 @@ use crate::id::ContainerId;
 use crate::instance::{self, Instance, SpawnSpec};
 use crate::ports::{self, PortMap, PortPool};
 use crate::sandbox::{self, RootEntry};
+use hermes_protocol::ports::env as penv;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -185,20 +186,20 @@ impl Runtime {
         ));
         // Containers share the host's network namespace: the control API
         // must not listen on every interface as it does in production.
-        runtime_env.push(("HERMES_CONTROL_HOST".into(), "127.0.0.1".into()));
+        runtime_env.push((penv::CONTROL_HOST.into(), "127.0.0.1".into()));
         match s.isolation {
             Isolation::Namespaces => {
-                runtime_env.push(("HERMES_HOME_DIR".into(), sandbox::HOME_DIR.into()));
-                runtime_env.push(("HERMES_STATE_DIR".into(), sandbox::STATE_DIR.into()));
+                runtime_env.push((penv::HOME_DIR.into(), sandbox::HOME_DIR.into()));
+                runtime_env.push((penv::STATE_DIR.into(), sandbox::STATE_DIR.into()));
             }
             Isolation::Reduced => {
                 // No mount namespace: point the supervisor at this container's
                 // own directories instead of the shared image paths.
                 let path = |p: PathBuf| p.to_string_lossy().into_owned();
-                runtime_env.push(("HERMES_HOME_DIR".into(), path(dir.join("home"))));
+                runtime_env.push((penv::HOME_DIR.into(), path(dir.join("home"))));
                 runtime_env.push(("HERMES_WORKSPACE_DIR".into(), path(dir.join("workspace"))));
                 runtime_env.push(("TMPDIR".into(), path(dir.join("tmp"))));
-                runtime_env.push(("HERMES_STATE_DIR".into(), path(dir.join("state"))));
+                runtime_env.push((penv::STATE_DIR.into(), path(dir.join("state"))));
             }
         }
         let env = env::compose(&env::image_base(), from_object, &runtime_env)

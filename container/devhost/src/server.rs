@@ -8,6 +8,7 @@ use crate::mockllm::MockModel;
 use crate::procfs;
 use crate::runtime::{Runtime, RuntimeSettings};
 use crate::sandbox::{self, SYSTEM_DIRS};
+use hermes_protocol::ports::env as penv;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -136,11 +137,11 @@ pub async fn run(config: Config) -> Result<(), String> {
 
     let mut runtime_env = vec![
         (
-            "HERMES_BIN".to_owned(),
+            penv::HERMES_BIN.to_owned(),
             config.hermes_bin.to_string_lossy().into_owned(),
         ),
         (
-            "HERMES_REQUIREMENTS".to_owned(),
+            penv::REQUIREMENTS.to_owned(),
             config.hermes_requirements.to_string_lossy().into_owned(),
         ),
         (
