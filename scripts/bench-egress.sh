@@ -3,7 +3,7 @@
 # in the same run, and the connect latency the guard adds (p50/p99).
 # Needs root (it runs in a private network namespace it creates; nothing on
 # the host network is touched). Extra arguments go to the bench binary:
-#   --mib N      MiB per throughput run (default 2048)
+#   --mib N      MiB per throughput run (default 1024)
 #   --rounds N   connect-latency samples (default 1000)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -31,9 +31,11 @@ use crate::target::{parse_absolute, parse_connect, Proto, Rejected, Target};
 
 type ProxyBody = BoxBody<Bytes, hyper::Error>;
 
-/// Tunnel copy buffer per direction: large buffers halve the syscalls of
-/// bulk transfers (see the bench in docs/egress-guard.md).
-const TUNNEL_BUFFER: usize = 64 * 1024;
+/// Tunnel copy buffer per direction. 256 KiB measured ~2x the throughput
+/// of 64 KiB on loopback (fewer syscalls and wakeups); at the default 64
+/// tunnels that bounds tunnel buffers at 32 MiB. `splice(2)` was tried and
+/// measured no better than this copy on loopback, so the unsafe code went.
+const TUNNEL_BUFFER: usize = 256 * 1024;
 
 /// Headers that describe one hop and are never forwarded.
 const HOP_BY_HOP: &[&str] = &[
