@@ -155,6 +155,15 @@ async fn is_ready(app: &App, pid: u32) -> bool {
     }
 }
 
+/// The uid gateway processes run as.
+fn gateway_uid() -> u32 {
+    match RunAs::for_uid(HERMES_UID) {
+        RunAs::User { uid, .. } => uid,
+        // SAFETY: getuid cannot fail.
+        RunAs::Current => unsafe { libc::getuid() },
+    }
+}
+
 fn signal_all(root: u32, pids: &HashSet<u32>, signal: libc::c_int) {
     let Ok(pgid) = libc::pid_t::try_from(root) else {
         return;
@@ -194,17 +203,20 @@ async fn wait_gone(app: &App, root: u32, pids: &HashSet<u32>, within: Duration) 
 
 /// SIGTERM the tree, grace period, SIGKILL, reap.
 async fn stop_tree(app: &App, root: u32) {
-    if app.reaper.exit_status(root).is_some() && procfs::tree_and_group(root).is_empty() {
+    // Snapshot while the root is alive: once it dies, its children are
+    // reparented and can no longer be found through it — except as our own
+    // children, which is where orphans of a crashed gateway end up.
+    let mut pids = procfs::tree_and_group(root);
+    pids.extend(procfs::own_children_with_uid(gateway_uid()));
+    if app.reaper.exit_status(root).is_some() && pids.is_empty() {
         return;
     }
-    // Snapshot while the root is alive: once it dies, its children are
-    // reparented and can no longer be found through it.
-    let mut pids = procfs::tree_and_group(root);
     signal_all(root, &pids, libc::SIGTERM);
     if wait_gone(app, root, &pids, STOP_GRACE).await {
         return;
     }
     pids.extend(procfs::tree_and_group(root));
+    pids.extend(procfs::own_children_with_uid(gateway_uid()));
     signal_all(root, &pids, libc::SIGKILL);
     let _ = wait_gone(app, root, &pids, KILL_WAIT).await;
 }

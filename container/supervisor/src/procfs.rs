@@ -100,6 +100,18 @@ pub fn tree_and_group(root: u32) -> HashSet<u32> {
     }
 }
 
+/// Our own live children running as `uid`: orphans of a dead gateway tree
+/// are reparented to the supervisor (PID 1 / child subreaper) and can no
+/// longer be found through the gateway's PID.
+pub fn own_children_with_uid(uid: u32) -> HashSet<u32> {
+    let me = std::process::id();
+    process_table()
+        .into_iter()
+        .filter(|(pid, (ppid, _))| *ppid == me && uids(*pid).is_some_and(|u| u[0] == uid))
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
 /// The members of `pids` that are still running (not gone, not zombies).
 pub fn still_running(pids: &HashSet<u32>) -> HashSet<u32> {
     let table = process_table();
