@@ -94,3 +94,48 @@ fn decisions() {
         );
     }
 }
+
+#[test]
+fn audit_line_shape_and_timestamp() {
+    use hermes_egress::audit::{rfc3339_utc, AuditRecord};
+    use hermes_egress::Proto;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    assert_eq!(rfc3339_utc(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+    assert_eq!(
+        rfc3339_utc(UNIX_EPOCH + Duration::from_millis(951_782_400_123)),
+        "2000-02-29T00:00:00.123Z"
+    );
+    assert_eq!(
+        rfc3339_utc(UNIX_EPOCH + Duration::from_secs(1_796_083_199)),
+        "2026-11-30T23:59:59.000Z"
+    );
+
+    let record = AuditRecord::new(
+        UNIX_EPOCH,
+        &deny("host is not on the allowlist"),
+        "evil.test",
+        443,
+        Proto::Connect,
+        &[],
+    );
+    assert_eq!(
+        record.to_json_line(),
+        r#"{"ts":"1970-01-01T00:00:00.000Z","decision":"deny","host":"evil.test","port":443,"proto":"connect","reason":"host is not on the allowlist","addrs":[]}"#
+    );
+    let addr = "140.82.121.4".parse().unwrap();
+    let record = AuditRecord::new(
+        UNIX_EPOCH,
+        &allow("host matches allowlist entry github.com"),
+        "github.com",
+        80,
+        Proto::Http,
+        &[addr],
+    );
+    assert!(record
+        .to_json_line()
+        .contains(r#""decision":"allow","host":"github.com","port":80,"proto":"http""#));
+    assert!(record
+        .to_json_line()
+        .ends_with(r#""addrs":["140.82.121.4"]}"#));
+}

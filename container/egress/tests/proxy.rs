@@ -399,3 +399,54 @@ fn reload_narrows_without_an_open_window() {
         );
     });
 }
+
+#[test]
+fn bytes_sent_with_the_connect_head_and_half_close_are_carried() {
+    in_private_netns(
+        "bytes_sent_with_the_connect_head_and_half_close_are_carried",
+        || async {
+            let _upstream = echo_upstream(format!("{PUBLIC}:443").parse().unwrap()).await;
+            let guard = start_guard(GuardConfig::default()).await;
+            let mut stream = tokio::net::TcpStream::connect(guard.addr).await.unwrap();
+            // A client that does not wait for 200 (TLS ClientHello right behind
+            // the head) must not lose those bytes.
+            stream
+            .write_all(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\nearly-bytes")
+            .await
+            .unwrap();
+            let reply = read_reply(&mut stream).await;
+            assert_eq!(reply.status, 200);
+            assert_eq!(
+                read_n(&mut stream, 15 + 11).await,
+                "upstream-hello\nearly-bytes"
+            );
+            // Half-close: the upstream sees EOF, finishes, and the client sees EOF.
+            stream.write_all(b"last").await.unwrap();
+            stream.shutdown().await.unwrap();
+            let mut rest = String::new();
+            tokio::time::timeout(Duration::from_secs(2), stream.read_to_string(&mut rest))
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(rest, "last");
+        },
+    );
+}
+
+#[test]
+fn unresolvable_names_are_denied_and_audited() {
+    in_private_netns("unresolvable_names_are_denied_and_audited", || async {
+        let guard = start_guard(GuardConfig::default()).await;
+        // On the list, but the static resolver has no answer.
+        let (reply, _) = connect_via(guard.addr, "nowhere.allowed.test:443").await;
+        assert_eq!(
+            (reply.status, reply.body.as_str()),
+            (403, "Egress denied: host could not be resolved")
+        );
+        let record = last_audit(&guard);
+        assert_eq!(
+            (record.decision, record.host.as_str()),
+            ("deny", "nowhere.allowed.test")
+        );
+    });
+}
