@@ -163,6 +163,7 @@ impl Api {
             &serde_json::json!({
                 "ok": true,
                 "isolation": s.isolation.as_str(),
+                "uidRanges": s.isolation == crate::config::Isolation::Namespaces && s.uid_ranges,
                 "supervisorBin": s.supervisor_bin,
                 "mockModelUrl": self.mock_model_url,
                 "containers": self.runtime.list().await.len(),

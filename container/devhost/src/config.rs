@@ -47,6 +47,9 @@ pub struct Config {
     /// Passed to containers as `HERMES_BIN`, `HERMES_REQUIREMENTS`.
     pub hermes_bin: PathBuf,
     pub hermes_requirements: PathBuf,
+    /// `DEVHOST_UID_RANGES` (default on): each namespaced container in its
+    /// own user namespace with its own host uid range.
+    pub uid_ranges: bool,
 }
 
 pub const USAGE: &str = "\
@@ -58,6 +61,7 @@ hermes-devhost: local stand-in for Cloudflare's container runtime
   --supervisor-bin PATH  env HERMES_SUPERVISOR_BIN, default: hermes-supervisor next to devhost
   --isolation MODE       auto|namespaces|reduced (env DEVHOST_ISOLATION, default auto)
 env: DEVHOST_BWRAP (bwrap path), DEVHOST_RO_BINDS (colon-separated host paths),
+     DEVHOST_UID_RANGES=on|off (own user namespace and uid range per container, default on),
      HERMES_BIN, HERMES_REQUIREMENTS (paths handed to every container)
 ";
 
@@ -171,6 +175,15 @@ pub fn from_sources(
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| tidy(repo_root().join("container/requirements.txt")));
+    let uid_ranges = match var("DEVHOST_UID_RANGES").as_deref().map(str::trim) {
+        None | Some("") | Some("on") | Some("1") | Some("true") => true,
+        Some("off") | Some("0") | Some("false") => false,
+        Some(other) => {
+            return Err(format!(
+                "DEVHOST_UID_RANGES must be on or off, got {other:?}"
+            ))
+        }
+    };
     Ok(Config {
         listen,
         mock_listen,
@@ -181,6 +194,7 @@ pub fn from_sources(
         extra_ro_binds,
         hermes_bin,
         hermes_requirements,
+        uid_ranges,
     })
 }
 
@@ -211,6 +225,13 @@ mod tests {
         assert_eq!(c.isolation, IsolationRequest::Auto);
         assert!(c.hermes_bin.ends_with(".venv/hermes/bin/hermes"));
         assert!(!c.hermes_bin.to_string_lossy().contains(".."));
+        assert!(c.uid_ranges);
+        assert!(
+            !cfg(&[], &[("DEVHOST_UID_RANGES", "off")], true)
+                .unwrap()
+                .uid_ranges
+        );
+        assert!(cfg(&[], &[("DEVHOST_UID_RANGES", "maybe")], true).is_err());
     }
 
     #[test]

@@ -67,13 +67,21 @@ pub fn write_user_db(dir: &Path) -> std::io::Result<Vec<(std::path::PathBuf, std
     Ok(vec![(p, "/etc/passwd".into()), (g, "/etc/group".into())])
 }
 
-/// Gives the private directories the image's owners and modes:
-/// `/home/hermes` 10001 0700, `/workspace` 10002 0755. Needs root.
-pub fn own_private_dirs(home: &Path, workspace: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    std::os::unix::fs::chown(home, Some(10001), Some(10001))?;
-    std::fs::set_permissions(home, std::fs::Permissions::from_mode(0o700))?;
-    std::os::unix::fs::chown(workspace, Some(10002), Some(10002))?;
+/// Gives the private directories of container dir `dir` the image's owners
+/// and modes: `/home/hermes` 10001 0700, `/workspace` 10002, `/tmp` and
+/// `/var/lib/hermes-edge` root; every id shifted by `base` (the host id of
+/// the container's uid 0, or 0 without a uid range). Needs root.
+pub fn own_private_dirs(dir: &Path, base: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::{chown, PermissionsExt};
+    for (sub, id) in [
+        ("home", 10001),
+        ("workspace", 10002),
+        ("tmp", 0),
+        ("state", 0),
+    ] {
+        chown(dir.join(sub), Some(base + id), Some(base + id))?;
+    }
+    std::fs::set_permissions(dir.join("home"), std::fs::Permissions::from_mode(0o700))?;
     Ok(())
 }
 

@@ -11,6 +11,7 @@
 use crate::config::Isolation;
 use crate::procfs;
 use crate::sandbox::{self, SandboxPlan};
+use crate::userns;
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -52,6 +53,8 @@ pub struct SpawnSpec<'a> {
     pub hidden: Vec<PathBuf>,
     pub ro_binds: Vec<PathBuf>,
     pub file_overlays: Vec<(PathBuf, PathBuf)>,
+    /// Host uid/gid that is 0 inside, when the container gets its own range.
+    pub uid_base: Option<u32>,
 }
 
 /// The kill handle of the container's processes.
@@ -140,10 +143,27 @@ impl Instance {
         unsafe {
             cmd.pre_exec(move || procfs::install_fd_in_child(raw_write, INFO_FD));
         }
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", spec.bwrap.display()))?;
+        let handshake = match spec.uid_base {
+            Some(base) => {
+                Some(userns::Handshake::start(base).map_err(|e| format!("uid map helper: {e}"))?)
+            }
+            None => None,
+        };
+        if let Some(h) = &handshake {
+            let (report, wait) = h.child_fds();
+            // SAFETY: only async-signal-safe syscalls (see userns).
+            unsafe {
+                cmd.pre_exec(move || userns::enter_in_child(report, wait));
+            }
+        }
+        let spawned = cmd.spawn();
         drop(info_write);
+        let mapped = handshake.map(userns::Handshake::finish);
+        let mut child = spawned.map_err(|e| format!("cannot run {}: {e}", spec.bwrap.display()))?;
+        if let Some(Err(e)) = mapped {
+            let _ = child.start_kill();
+            return Err(format!("uid map: {e}"));
+        }
         let bwrap_pid = child.id().ok_or("bwrap exited at once")?;
         let bwrap = procfs::pidfd_open(bwrap_pid).map_err(|e| format!("pidfd_open(bwrap): {e}"))?;
         forward_output(spec.id, &mut child, &logs);

@@ -23,3 +23,4 @@ pub mod proxy;
 pub mod runtime;
 pub mod sandbox;
 pub mod server;
+pub mod userns;

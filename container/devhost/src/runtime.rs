@@ -33,6 +33,8 @@ pub struct RuntimeSettings {
     /// Variables devhost adds to every container (local paths, mock model).
     pub runtime_env: Vec<(String, String)>,
     pub root_entries: Vec<RootEntry>,
+    /// Give each container its own uid range (user namespace).
+    pub uid_ranges: bool,
 }
 
 /// One container as the API sees it.
@@ -49,11 +51,14 @@ pub struct Status {
     /// Container port → host loopback port.
     pub ports: BTreeMap<String, u16>,
     pub isolation: &'static str,
+    /// Host uid of the container's uid 0 (its own uid range), if any.
+    pub uid_base: Option<u32>,
 }
 
 struct Live {
     instance: Instance,
     ports: PortMap,
+    uid_base: Option<u32>,
 }
 
 #[derive(Default)]
@@ -65,6 +70,7 @@ pub struct Runtime {
     settings: RuntimeSettings,
     slots: Mutex<HashMap<ContainerId, Arc<Slot>>>,
     ports: PortPool,
+    uid_ranges: crate::userns::RangePool,
 }
 
 impl Runtime {
@@ -73,6 +79,7 @@ impl Runtime {
             settings,
             slots: Mutex::new(HashMap::new()),
             ports: PortPool::default(),
+            uid_ranges: crate::userns::RangePool::default(),
         }
     }
 
@@ -141,19 +148,36 @@ impl Runtime {
         let dir = self.dir_of(id);
         instance::prepare_dir(&dir)
             .map_err(|e| ApiError::Internal(format!("container dir: {e}")))?;
-        if self.settings.isolation == Isolation::Namespaces {
-            crate::image::own_private_dirs(&dir.join("home"), &dir.join("workspace"))
-                .map_err(|e| ApiError::Internal(format!("container dir owners: {e}")))?;
+        let namespaced = self.settings.isolation == Isolation::Namespaces;
+        let uid_base = if namespaced && self.settings.uid_ranges {
+            Some(
+                self.uid_ranges
+                    .allocate()
+                    .ok_or_else(|| ApiError::Internal("no free uid range".into()))?,
+            )
+        } else {
+            None
+        };
+        if namespaced {
+            if let Err(e) = crate::image::own_private_dirs(&dir, uid_base.unwrap_or(0)) {
+                if let Some(base) = uid_base {
+                    self.uid_ranges.release(base);
+                }
+                return Err(ApiError::Internal(format!("container dir owners: {e}")));
+            }
         }
         let port_map = self
             .ports
             .allocate()
             .map_err(|e| ApiError::Internal(format!("ports: {e}")))?;
-        let spawned = self.spawn(id, &dir, &port_map, from_object).await;
+        let spawned = self.spawn(id, &dir, &port_map, from_object, uid_base).await;
         let instance = match spawned {
             Ok(instance) => instance,
             Err(err) => {
                 self.ports.release(&port_map);
+                if let Some(base) = uid_base {
+                    self.uid_ranges.release(base);
+                }
                 let _ = std::fs::remove_dir_all(&dir);
                 return Err(err);
             }
@@ -166,6 +190,7 @@ impl Runtime {
         *live = Some(Live {
             instance,
             ports: port_map,
+            uid_base,
         });
         Ok(self.status_of(id, live.as_ref()))
     }
@@ -176,6 +201,7 @@ impl Runtime {
         dir: &std::path::Path,
         port_map: &PortMap,
         from_object: &BTreeMap<String, String>,
+        uid_base: Option<u32>,
     ) -> Result<Instance, ApiError> {
         let s = &self.settings;
         let mut runtime_env = s.runtime_env.clone();
@@ -215,6 +241,7 @@ impl Runtime {
             hidden: vec![s.state_dir.clone()],
             ro_binds: s.ro_binds.clone(),
             file_overlays: s.file_overlays.clone(),
+            uid_base,
         };
         Instance::spawn(spec).await.map_err(ApiError::StartFailed)
     }
@@ -239,6 +266,7 @@ impl Runtime {
                 .map(|l| l.ports.iter().map(|(c, h)| (c.to_string(), *h)).collect())
                 .unwrap_or_default(),
             isolation: self.settings.isolation.as_str(),
+            uid_base: live.and_then(|l| l.uid_base),
         }
     }
 
@@ -322,6 +350,9 @@ impl Runtime {
             eprintln!("devhost: WARNING container {id}: processes survived destroy: {survivors:?}");
         }
         self.ports.release(&old.ports);
+        if let Some(base) = old.uid_base {
+            self.uid_ranges.release(base);
+        }
         let dir = self.dir_of(id);
         if let Err(err) = std::fs::remove_dir_all(&dir) {
             if err.kind() != std::io::ErrorKind::NotFound {

@@ -166,6 +166,7 @@ pub async fn run(config: Config) -> Result<(), String> {
             Isolation::Reduced => Vec::new(),
         },
         runtime_env,
+        uid_ranges: config.uid_ranges,
         root_entries: sandbox::read_root_entries().map_err(|e| format!("reading /: {e}"))?,
     };
     let runtime = Arc::new(Runtime::new(settings));
@@ -186,8 +187,13 @@ pub async fn run(config: Config) -> Result<(), String> {
     let server = tokio::spawn(http::serve(api_listener, api, stop_rx));
 
     eprintln!(
-        "hermes-devhost: API http://{api_addr}  mock model {mock_url}  isolation {}  state {}",
+        "hermes-devhost: API http://{api_addr}  mock model {mock_url}  isolation {}{}  state {}",
         isolation.as_str(),
+        if isolation == Isolation::Namespaces && config.uid_ranges {
+            " + uid ranges"
+        } else {
+            ""
+        },
         config.state_dir.display()
     );
     // Machine-readable line for scripts and tests that bind port 0.

@@ -261,8 +261,19 @@ fn two_containers_cannot_see_each_others_files() {
     let (_, health) = dh.get("/healthz");
     assert_eq!(health["isolation"], "namespaces", "{health}");
     let (ta, tb) = ("tok-iso-a-0123456789", "tok-iso-b-0123456789");
-    dh.start_container("iso-a", ta, "a");
-    dh.start_container("iso-b", tb, "b");
+    let sa = dh.start_container("iso-a", ta, "a");
+    let sb = dh.start_container("iso-b", tb, "b");
+    // Own uid ranges: container root is a different, unprivileged host uid.
+    let (base_a, base_b) = (
+        sa["uidBase"].as_u64().unwrap(),
+        sb["uidBase"].as_u64().unwrap(),
+    );
+    assert_ne!(base_a, base_b);
+    assert!(base_a >= 65536 && base_b >= 65536, "{sa} {sb}");
+    assert_eq!(
+        support::host_uid(sa["pid"].as_u64().unwrap() as u32),
+        Some(base_a as u32)
+    );
     dh.wait_ready("iso-a", ta, "/_control/health");
     dh.wait_ready("iso-b", tb, "/_control/health");
     let file = |id: &str, tok: &str, method: &str, path: &str, body: Option<&str>| {
@@ -291,6 +302,14 @@ fn two_containers_cannot_see_each_others_files() {
     // The host side of a's files is not reachable from b either.
     let host_path = dh.state_dir.join("containers/iso-a/workspace/marker.txt");
     assert!(host_path.exists(), "files live under the state dir");
+    {
+        use std::os::unix::fs::MetadataExt;
+        let owner = std::fs::metadata(&host_path).unwrap().uid();
+        assert_eq!(
+            owner as u64, base_a,
+            "a's files belong to a's uid range on the host"
+        );
+    }
     let (code, _) = file("iso-b", tb, "GET", &host_path.to_string_lossy(), None);
     assert_eq!(code, 404, "b reached a's files through the host path");
     // Own PID namespace (the supervisor is PID 1) and own hostname.

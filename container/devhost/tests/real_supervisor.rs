@@ -199,6 +199,26 @@ fn real_hermes_answers_a_chat_through_the_mock_model() {
         .collect();
     assert_eq!(streamed, "mock: stream from devhost test");
 
+    // On the host, nothing of the container runs as root, and Hermes runs
+    // as uid 10001 of the container's own range.
+    let base = status["uidBase"].as_u64().expect("uid range") as u32;
+    let ns_pids = hermes_devhost::procfs::pids_in_namespace(support::namespace_of(
+        status["pid"].as_u64().unwrap() as u32,
+    ));
+    let uids: Vec<u32> = ns_pids
+        .iter()
+        .filter_map(|p| support::host_uid(*p))
+        .collect();
+    assert!(
+        !uids.contains(&0),
+        "a container process runs as host root: {uids:?}"
+    );
+    assert!(
+        uids.contains(&(base + 10001)),
+        "no Hermes at host uid {}: {uids:?}",
+        base + 10001
+    );
+
     let (_, check) = control(&dh, "chat-a", token, "GET", "/_control/boot-check", None);
     assert_eq!(check["nonRoot"], true, "{check}");
     assert_eq!(check["gatewayUid"], 10001, "{check}");

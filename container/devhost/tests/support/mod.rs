@@ -319,6 +319,13 @@ pub fn namespace_of(pid: u32) -> u64 {
     hermes_devhost::procfs::pid_namespace(pid).expect("pid namespace")
 }
 
+/// Real uid of host pid `pid` (from `/proc/<pid>/status`).
+pub fn host_uid(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 pub fn cmdline(pid: u32) -> Vec<u8> {
     std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default()
 }
