@@ -83,6 +83,26 @@ pub fn ro_binds(config: &Config) -> Vec<PathBuf> {
     binds
 }
 
+/// Paths among `binds` that a container with its own uid range could not
+/// read: the path or one of its parents is not readable/searchable by
+/// "others" on the host.
+pub fn unreadable_for_others(binds: &[PathBuf]) -> Vec<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| {
+        std::fs::metadata(p)
+            .map(|m| m.permissions().mode())
+            .unwrap_or(0)
+    };
+    binds
+        .iter()
+        .filter(|b| {
+            let own = if b.is_dir() { 0o005 } else { 0o004 };
+            mode(b) & own != own || b.ancestors().skip(1).any(|a| mode(a) & 0o001 == 0)
+        })
+        .cloned()
+        .collect()
+}
+
 fn create_private_dir(path: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
@@ -154,12 +174,24 @@ pub async fn run(config: Config) -> Result<(), String> {
             runtime_env.push((name.to_owned(), v));
         }
     }
+    let binds = ro_binds(&config);
+    if isolation == Isolation::Namespaces && config.uid_ranges {
+        let mut check = binds.clone();
+        check.push(config.state_dir.clone());
+        for path in unreadable_for_others(&check) {
+            eprintln!(
+                "devhost: WARNING {} is not readable by other users; containers (own uid range) cannot use it \
+                 (chmod o+rX it and its parents, or DEVHOST_UID_RANGES=off)",
+                path.display()
+            );
+        }
+    }
     let settings = RuntimeSettings {
         isolation,
         bwrap: config.bwrap.clone(),
         state_dir: config.state_dir.clone(),
         supervisor_bin: config.supervisor_bin.clone(),
-        ro_binds: ro_binds(&config),
+        ro_binds: binds,
         file_overlays: match isolation {
             Isolation::Namespaces => crate::image::write_user_db(&config.state_dir.join("etc"))
                 .map_err(|e| format!("user database: {e}"))?,
