@@ -26,10 +26,10 @@ fn prerequisites(test: &str) -> Option<PathBuf> {
         return None;
     }
     let Some(bin) = supervisor_bin() else {
-        eprintln!(
-            "SKIPPED {test}: hermes-supervisor is not built (cargo build -p hermes-supervisor)"
+        support::skip(
+            test,
+            "hermes-supervisor is not built (cargo build -p hermes-supervisor)",
         );
-        println!("SKIPPED {test}: hermes-supervisor not built");
         return None;
     };
     Some(bin)
@@ -116,11 +116,11 @@ fn real_hermes_answers_a_chat_through_the_mock_model() {
     };
     let hermes = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/hermes/bin/hermes");
     if !hermes.is_file() {
-        eprintln!(
-            "SKIPPED {test}: no Hermes venv at {} (run scripts/setup-hermes.sh)",
+        let why = format!(
+            "no Hermes venv at {} (run scripts/setup-hermes.sh)",
             hermes.display()
         );
-        println!("SKIPPED {test}: no Hermes venv");
+        support::skip(test, &why);
         return;
     }
     let dh = Devhost::start_with(bin.to_str().unwrap(), &[]);

@@ -21,11 +21,17 @@ pub fn root_or_skip(test: &str) -> bool {
     if hermes_devhost::procfs::is_root() {
         return true;
     }
-    eprintln!(
-        "SKIPPED {test}: needs root (namespace isolation); run the tests as root to cover it"
+    skip(
+        test,
+        "needs root (namespace isolation); run the tests as root to cover it",
     );
-    println!("SKIPPED {test}: needs root");
     false
+}
+
+/// Prints a skip notice past libtest's output capture (which only catches
+/// the print macros), so a skipped test is visible in every run.
+pub fn skip(test: &str, why: &str) {
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
 }
 
 pub struct Devhost {
