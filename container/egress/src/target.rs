@@ -51,7 +51,8 @@ impl Port {
         match port {
             80 => Some(Port::Http),
             443 => Some(Port::Https),
-            _ => None,
+            // Spelled out rather than `_`: every other port is refused.
+            0..=79 | 81..=442 | 444..=u16::MAX => None,
         }
     }
 }

@@ -105,15 +105,12 @@ async fn admit(
     };
     let host = target.host().to_owned();
     let port = target.port().number();
-    // Snapshot: a reload during this request cannot mix two lists.
+    // A name that is not on the list is never even looked up.
     let allowlist = shared.allowlist.borrow().clone();
-    let allow_reason = match decide(&allowlist, &target) {
-        Decision::Allow { reason } => reason,
-        decision @ Decision::Deny { .. } => {
-            audit(shared, &decision, &host, port, proto, &[]);
-            return Err(denied(StatusCode::FORBIDDEN, decision.reason()));
-        }
-    };
+    if let decision @ Decision::Deny { .. } = decide(&allowlist, &target) {
+        audit(shared, &decision, &host, port, proto, &[]);
+        return Err(denied(StatusCode::FORBIDDEN, decision.reason()));
+    }
     let Ok(permit) = shared.tunnels.clone().try_acquire_owned() else {
         let reason = format!(
             "too many concurrent connections (limit {})",
@@ -145,16 +142,15 @@ async fn admit(
             return Err(denied(StatusCode::FORBIDDEN, decision.reason()));
         }
     }
-    audit(
-        shared,
-        &Decision::Allow {
-            reason: allow_reason,
-        },
-        &host,
-        port,
-        proto,
-        &addrs,
-    );
+    // Decide again with the list in force now: a reload while the name was
+    // resolving must not let through a host it removed. (Open tunnels and
+    // forwards re-check on every later reload, see `revoked`.)
+    let allowlist = shared.allowlist.borrow().clone();
+    let decision = decide(&allowlist, &target);
+    audit(shared, &decision, &host, port, proto, &addrs);
+    if let Decision::Deny { reason } = &decision {
+        return Err(denied(StatusCode::FORBIDDEN, reason));
+    }
     match dial(shared, &addrs, port).await {
         Some(upstream) => Ok(Admitted {
             target,
@@ -271,11 +267,12 @@ async fn forward(
     else {
         return plain(StatusCode::BAD_GATEWAY, "Egress upstream unreachable");
     };
-    let idle_timeout = shared.config.idle_timeout;
     tokio::spawn(async move {
+        let mut allowlist = shared.allowlist.clone();
         tokio::select! {
             _ = connection => {}
-            () = idle_expired(&clock, idle_timeout) => {}
+            () = idle_expired(&clock, shared.config.idle_timeout) => {}
+            () = revoked(&shared, &mut allowlist, &target) => {}
         }
         drop(permit);
     });
