@@ -109,7 +109,7 @@ pub async fn serve<H: Handler>(
             Ok(pair) => pair,
             Err(err) => {
                 // EMFILE and friends: back off briefly instead of spinning.
-                eprintln!("devhost: accept failed: {err}");
+                crate::log!("devhost: accept failed: {err}");
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 continue;
             }

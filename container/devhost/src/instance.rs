@@ -395,7 +395,7 @@ fn spawn_forwarder<R: AsyncRead + Unpin + Send + 'static>(
     tokio::spawn(async move {
         let mut lines = BufReader::new(stream).lines();
         while let Ok(Some(line)) = lines.next_line().await {
-            eprintln!("[{id}] {line}");
+            crate::log!("[{id}] {line}");
             if let Ok(mut logs) = logs.lock() {
                 if logs.len() == LOG_LINES {
                     logs.pop_front();

@@ -8,6 +8,28 @@
 //! ([`ports`]). A mock OpenAI-compatible model ([`mockllm`]) runs in the same
 //! process and is every container's default provider.
 
+/// `eprintln!` that never panics: a closed or broken stderr (devhost piped
+/// into `head`, a supervisor that floods its output) must not take a
+/// request or the server down.
+#[macro_export]
+macro_rules! log {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// `println!` that never panics (the machine-readable ready lines).
+#[macro_export]
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout();
+        let _ = writeln!(stdout, $($arg)*);
+        let _ = stdout.flush();
+    }};
+}
+
 pub mod api;
 pub mod config;
 pub mod env;

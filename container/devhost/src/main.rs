@@ -16,7 +16,7 @@ fn main() -> ExitCode {
     ) {
         Ok(c) => c,
         Err(msg) => {
-            eprintln!("{msg}");
+            hermes_devhost::log!("{msg}");
             return ExitCode::from(2);
         }
     };
@@ -26,14 +26,14 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("hermes-devhost: cannot start runtime: {e}");
+            hermes_devhost::log!("hermes-devhost: cannot start runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
     match rt.block_on(hermes_devhost::server::run(config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {
-            eprintln!("hermes-devhost: {msg}");
+            hermes_devhost::log!("hermes-devhost: {msg}");
             ExitCode::FAILURE
         }
     }

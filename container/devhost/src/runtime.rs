@@ -182,7 +182,7 @@ impl Runtime {
                 return Err(err);
             }
         };
-        eprintln!(
+        crate::log!(
             "devhost: started container {id} (pid {}, control port {:?})",
             instance.host_pid(),
             port_map.get(&hermes_protocol::ports::CONTROL_PORT)
@@ -347,7 +347,9 @@ impl Runtime {
     async fn teardown(&self, id: &ContainerId, old: Live) {
         let survivors = old.instance.kill_all().await;
         if !survivors.is_empty() {
-            eprintln!("devhost: WARNING container {id}: processes survived destroy: {survivors:?}");
+            crate::log!(
+                "devhost: WARNING container {id}: processes survived destroy: {survivors:?}"
+            );
         }
         self.ports.release(&old.ports);
         if let Some(base) = old.uid_base {
@@ -356,20 +358,20 @@ impl Runtime {
         let dir = self.dir_of(id);
         if let Err(err) = std::fs::remove_dir_all(&dir) {
             if err.kind() != std::io::ErrorKind::NotFound {
-                eprintln!(
+                crate::log!(
                     "devhost: WARNING container {id}: cannot remove {}: {err}",
                     dir.display()
                 );
             }
         }
-        eprintln!("devhost: destroyed container {id}");
+        crate::log!("devhost: destroyed container {id}");
     }
 
     /// Destroys every container (devhost shutdown).
     pub async fn destroy_all(&self) {
         for id in self.ids() {
             if let Err(err) = self.destroy(&id).await {
-                eprintln!("devhost: destroying {id} failed: {err}");
+                crate::log!("devhost: destroying {id} failed: {err}");
             }
         }
     }

@@ -42,12 +42,12 @@ fn warn_reduced(requested: IsolationRequest, root: bool, bwrap: &Path) {
     } else {
         format!("{} not found (apt-get install bubblewrap)", bwrap.display())
     };
-    eprintln!("################################################################");
-    eprintln!("# hermes-devhost: REDUCED ISOLATION ({why}).");
-    eprintln!("# Containers share one filesystem view and one PID namespace;");
-    eprintln!("# /home/hermes, /workspace and /tmp are NOT separate, and a");
-    eprintln!("# process that leaves its process group survives destroy.");
-    eprintln!("################################################################");
+    crate::log!("################################################################");
+    crate::log!("# hermes-devhost: REDUCED ISOLATION ({why}).");
+    crate::log!("# Containers share one filesystem view and one PID namespace;");
+    crate::log!("# /home/hermes, /workspace and /tmp are NOT separate, and a");
+    crate::log!("# process that leaves its process group survives destroy.");
+    crate::log!("################################################################");
 }
 
 /// Host paths every container needs read-only at the same path: the
@@ -119,13 +119,13 @@ pub async fn run(config: Config) -> Result<(), String> {
         warn_reduced(config.isolation, root, &config.bwrap);
     }
     if !config.supervisor_bin.is_file() {
-        eprintln!(
+        crate::log!(
             "devhost: WARNING supervisor binary {} does not exist yet; starts will fail until it does",
             config.supervisor_bin.display()
         );
     }
     if !config.hermes_bin.is_file() {
-        eprintln!(
+        crate::log!(
             "devhost: note: HERMES_BIN {} does not exist (run scripts/setup-hermes.sh)",
             config.hermes_bin.display()
         );
@@ -138,7 +138,7 @@ pub async fn run(config: Config) -> Result<(), String> {
             if !Path::new(mount_point).exists() {
                 create_private_dir(Path::new(mount_point))
                     .map_err(|e| format!("cannot create mount point {mount_point}: {e}"))?;
-                eprintln!("devhost: created empty mount point {mount_point} on the host");
+                crate::log!("devhost: created empty mount point {mount_point} on the host");
             }
         }
     }
@@ -179,7 +179,7 @@ pub async fn run(config: Config) -> Result<(), String> {
         let mut check = binds.clone();
         check.push(config.state_dir.clone());
         for path in unreadable_for_others(&check) {
-            eprintln!(
+            crate::log!(
                 "devhost: WARNING {} is not readable by other users; containers (own uid range) cannot use it \
                  (chmod o+rX it and its parents, or DEVHOST_UID_RANGES=off)",
                 path.display()
@@ -218,7 +218,7 @@ pub async fn run(config: Config) -> Result<(), String> {
     });
     let server = tokio::spawn(http::serve(api_listener, api, stop_rx));
 
-    eprintln!(
+    crate::log!(
         "hermes-devhost: API http://{api_addr}  mock model {mock_url}  isolation {}{}  state {}",
         isolation.as_str(),
         if isolation == Isolation::Namespaces && config.uid_ranges {
@@ -229,7 +229,7 @@ pub async fn run(config: Config) -> Result<(), String> {
         config.state_dir.display()
     );
     // Machine-readable line for scripts and tests that bind port 0.
-    println!("DEVHOST_READY http://{api_addr} {mock_url}");
+    crate::out!("DEVHOST_READY http://{api_addr} {mock_url}");
 
     let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
@@ -237,7 +237,7 @@ pub async fn run(config: Config) -> Result<(), String> {
         _ = term.recv() => {},
         _ = int.recv() => {},
     }
-    eprintln!("hermes-devhost: shutting down, destroying containers");
+    crate::log!("hermes-devhost: shutting down, destroying containers");
     let _ = stop_tx.send(true);
     runtime.destroy_all().await;
     let _ = server.await;

@@ -34,7 +34,7 @@ async fn run(addr: SocketAddr) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
-    println!("MOCKLLM_READY http://{local}/v1");
+    hermes_devhost::out!("MOCKLLM_READY http://{local}/v1");
     let (_stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(http::serve(
         listener,
@@ -51,7 +51,7 @@ fn main() -> ExitCode {
     let addr = match listen_addr() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("{e}");
+            hermes_devhost::log!("{e}");
             return ExitCode::from(2);
         }
     };
@@ -62,14 +62,14 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("{e}");
+            hermes_devhost::log!("{e}");
             return ExitCode::FAILURE;
         }
     };
     match rt.block_on(run(addr)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("hermes-mockllm: {e}");
+            hermes_devhost::log!("hermes-mockllm: {e}");
             ExitCode::FAILURE
         }
     }

@@ -192,7 +192,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("{e}");
+            hermes_devhost::log!("{e}");
             return ExitCode::FAILURE;
         }
     };
@@ -202,12 +202,12 @@ fn main() -> ExitCode {
             .map_err(|e| e.to_string())?;
         tokio::select! {
             r = run() => r,
-            _ = term.recv() => { eprintln!("stub-supervisor: SIGTERM"); Ok(()) }
+            _ = term.recv() => { hermes_devhost::log!("stub-supervisor: SIGTERM"); Ok(()) }
         }
     }) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("stub-supervisor: {e}");
+            hermes_devhost::log!("stub-supervisor: {e}");
             ExitCode::FAILURE
         }
     }
