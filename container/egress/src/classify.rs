@@ -79,7 +79,7 @@ impl AddressClass {
         }
     }
 
-    /// A noun phrase for reasons: "resolved address X is <description>".
+    /// A noun phrase for reasons: "resolved address X is `description`".
     pub fn description(self) -> &'static str {
         match self {
             AddressClass::Global => "a global unicast address",

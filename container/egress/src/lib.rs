@@ -1,7 +1,7 @@
 //! `hermes-egress`: the allowlisting HTTP/CONNECT egress guard (SPEC §9).
 //!
 //! The crate is split by trust in the code, not by size. The policy modules
-//! — [`host`], [`allowlist`], [`target`], [`classify`], [`decide`] and
+//! — [`host`], [`allowlist`], [`target`], [`mod@classify`], [`mod@decide`] and
 //! [`audit`] — are pure: no sockets, no async, no clock except a
 //! `SystemTime` handed in, so every decision and its reason is tested as a
 //! table. The [`server`] module (behind the default `server` feature) is the

@@ -450,3 +450,81 @@ fn unresolvable_names_are_denied_and_audited() {
         );
     });
 }
+
+#[test]
+fn client_connection_limit_closes_extra_connections() {
+    in_private_netns(
+        "client_connection_limit_closes_extra_connections",
+        || async {
+            let _upstream = echo_upstream(format!("{PUBLIC}:443").parse().unwrap()).await;
+            let guard = start_guard(GuardConfig {
+                max_clients: 1,
+                ..GuardConfig::default()
+            })
+            .await;
+            let (reply, held) = connect_via(guard.addr, "allowed.test:443").await;
+            assert_eq!(reply.status, 200);
+            // The second client is closed on accept, before any byte is read.
+            let mut extra = tokio::net::TcpStream::connect(guard.addr).await.unwrap();
+            let mut buf = [0u8; 1];
+            let read = tokio::time::timeout(Duration::from_secs(2), extra.read(&mut buf))
+                .await
+                .unwrap();
+            assert!(
+                matches!(read, Ok(0) | Err(_)),
+                "extra client was served: {read:?}"
+            );
+            // Its twin, once the first client has gone, is served.
+            drop(held);
+            let mut status = 0;
+            for _ in 0..50 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let (reply, _stream) = connect_via(guard.addr, "allowed.test:443").await;
+                status = reply.status;
+                if status == 200 {
+                    break;
+                }
+            }
+            assert_eq!(status, 200);
+        },
+    );
+}
+
+#[test]
+fn reload_closes_a_running_http_forward() {
+    in_private_netns("reload_closes_a_running_http_forward", || async {
+        // An upstream that answers the head, then trickles a body forever.
+        let listener = TcpListener::bind(format!("{PUBLIC}:80")).await.unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    read_head(&mut stream).await;
+                    let _ = stream
+                        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n")
+                        .await;
+                    while stream.write_all(b"x").await.is_ok() {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                });
+            }
+        });
+        let guard = start_guard(GuardConfig::default()).await;
+        let mut stream = tokio::net::TcpStream::connect(guard.addr).await.unwrap();
+        stream
+            .write_all(b"GET http://allowed.test/big HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+            .await
+            .unwrap();
+        let head = read_head(&mut stream).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert_eq!(read_n(&mut stream, 3).await, "xxx");
+
+        guard.allowlist.replace(Allowlist::parse("github.com").0);
+        let mut sink = Vec::new();
+        // The response must end (EOF or reset) within 2 s instead of
+        // trickling on for the remaining ~20 s of its body.
+        let ended =
+            tokio::time::timeout(Duration::from_secs(2), stream.read_to_end(&mut sink)).await;
+        assert!(ended.is_ok(), "forward kept streaming after the reload");
+        assert!(sink.len() < 1000, "forward kept streaming after the reload");
+    });
+}

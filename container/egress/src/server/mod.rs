@@ -5,7 +5,7 @@
 //! their host against the new list), the resolver and the audit sink.
 //! [`Guard::serve`] accepts connections until its shutdown future resolves;
 //! each connection is served by hyper's HTTP/1 server and every request goes
-//! through [`proxy`]. There is no switch that turns address classification
+//! through the `proxy` phase module. There is no switch that turns address classification
 //! off: tests reach their upstreams through a private network namespace and
 //! a [`StaticResolver`] instead.
 
@@ -24,11 +24,12 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::allowlist::Allowlist;
 use crate::audit::AuditRecord;
 use idle::{idle_expired, ActivityClock, Tracked};
+use proxy::ClientConnection;
 pub use resolve::{Resolve, StaticResolver, SystemResolver};
 
 /// Limits and timeouts.
@@ -214,25 +215,29 @@ impl Guard {
                 continue;
             };
             let shared = self.shared.clone();
-            tokio::spawn(async move {
-                serve_connection(shared, stream).await;
-                drop(permit);
-            });
+            tokio::spawn(serve_connection(shared, stream, permit));
         }
     }
 }
 
-async fn serve_connection(shared: Arc<Shared>, stream: tokio::net::TcpStream) {
+async fn serve_connection(
+    shared: Arc<Shared>,
+    stream: tokio::net::TcpStream,
+    slot: OwnedSemaphorePermit,
+) {
     let _ = stream.set_nodelay(true);
     let clock = ActivityClock::new();
     let io = TokioIo::new(Tracked::new(stream, clock.clone()));
+    let client = Arc::new(ClientConnection {
+        clock: clock.clone(),
+        _slot: slot,
+    });
     let service = {
         let shared = shared.clone();
-        let clock = clock.clone();
         service_fn(move |request| {
             let shared = shared.clone();
-            let clock = clock.clone();
-            async move { Ok::<_, Infallible>(proxy::handle(shared, clock, request).await) }
+            let client = client.clone();
+            async move { Ok::<_, Infallible>(proxy::handle(shared, client, request).await) }
         })
     };
     let mut builder = http1::Builder::new();
@@ -241,7 +246,7 @@ async fn serve_connection(shared: Arc<Shared>, stream: tokio::net::TcpStream) {
         .header_read_timeout(shared.config.header_timeout);
     let connection = builder.serve_connection(io, service).with_upgrades();
     // After a CONNECT upgrade the connection future completes and the tunnel
-    // task carries its own watchdog on the same clock.
+    // task carries its own watchdog on the same clock (and the client slot).
     tokio::select! {
         _ = connection => {}
         () = idle_expired(&clock, shared.config.idle_timeout) => {}

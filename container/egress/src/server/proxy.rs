@@ -49,9 +49,18 @@ const HOP_BY_HOP: &[&str] = &[
     "upgrade",
 ];
 
+/// One client connection, shared with the tunnel it may turn into.
+pub(crate) struct ClientConnection {
+    /// Touched by every byte on the client socket (and its upstreams).
+    pub(crate) clock: Arc<ActivityClock>,
+    /// The `max_clients` slot: held until the connection *and* any tunnel
+    /// it became are gone.
+    pub(crate) _slot: OwnedSemaphorePermit,
+}
+
 pub(crate) async fn handle(
     shared: Arc<Shared>,
-    clock: Arc<ActivityClock>,
+    client: Arc<ClientConnection>,
     request: Request<Incoming>,
 ) -> Response<ProxyBody> {
     if request.method() == Method::CONNECT {
@@ -62,13 +71,13 @@ pub(crate) async fn handle(
             .unwrap_or_default();
         let parsed = parse_connect(&authority);
         match admit(&shared, parsed, Proto::Connect).await {
-            Ok(admitted) => start_tunnel(shared, clock, request, admitted),
+            Ok(admitted) => start_tunnel(shared, client, request, admitted),
             Err(response) => response,
         }
     } else {
         let parsed = parse_absolute(&request.uri().to_string());
         match admit(&shared, parsed, Proto::Http).await {
-            Ok(admitted) => forward(shared, clock, request, admitted).await,
+            Ok(admitted) => forward(shared, client.clock.clone(), request, admitted).await,
             Err(response) => response,
         }
     }
@@ -178,11 +187,12 @@ async fn dial(shared: &Shared, addrs: &[IpAddr], port: u16) -> Option<TcpStream>
 
 fn start_tunnel(
     shared: Arc<Shared>,
-    clock: Arc<ActivityClock>,
+    client_connection: Arc<ClientConnection>,
     request: Request<Incoming>,
     admitted: Admitted,
 ) -> Response<ProxyBody> {
     tokio::spawn(async move {
+        let clock = client_connection.clock.clone();
         let Admitted {
             target,
             upstream,
@@ -200,6 +210,7 @@ fn start_tunnel(
             () = revoked(&shared, &mut allowlist, &target) => {}
         }
         drop(permit);
+        drop(client_connection);
     });
     Response::new(empty())
 }
