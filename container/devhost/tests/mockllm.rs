@@ -261,3 +261,78 @@ fn hang_and_slow_directives() {
         .unwrap()
         .contains("mock error"));
 }
+
+#[test]
+fn tool_call_round_trip() {
+    let mock = Mock::start();
+    let url = format!("{}/chat/completions", mock.url);
+    let directive = r#"list it [mock:tool=terminal_exec {"command":"ls /workspace"}]"#;
+
+    // Non-streaming: one tool call with the arguments as a JSON string.
+    let (code, v) = support::request(
+        "POST",
+        &url,
+        Some(&hermes_like(json!(directive), false).to_string()),
+        None,
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
+    let call = &v["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(call["function"]["name"], "terminal_exec");
+    let args: Value =
+        serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(args["command"], "ls /workspace");
+
+    // Streaming: the same call, accumulated from deltas by index.
+    let (code, text) = support::request_text(
+        "POST",
+        &url,
+        Some(&hermes_like(json!(directive), true).to_string()),
+        None,
+    );
+    assert_eq!(code, 200);
+    let payloads = sse_payloads(&text);
+    assert_eq!(payloads.last().map(String::as_str), Some("[DONE]"));
+    let (mut name, mut arguments, mut finish) = (String::new(), String::new(), String::new());
+    for p in payloads.iter().filter(|p| p.as_str() != "[DONE]") {
+        let v: Value = serde_json::from_str(p).unwrap();
+        if let Some(n) = v
+            .pointer("/choices/0/delta/tool_calls/0/function/name")
+            .and_then(Value::as_str)
+        {
+            name.push_str(n);
+        }
+        if let Some(a) = v
+            .pointer("/choices/0/delta/tool_calls/0/function/arguments")
+            .and_then(Value::as_str)
+        {
+            arguments.push_str(a);
+        }
+        if let Some(f) = v
+            .pointer("/choices/0/finish_reason")
+            .and_then(Value::as_str)
+        {
+            finish = f.to_owned();
+        }
+    }
+    assert_eq!(
+        (name.as_str(), finish.as_str()),
+        ("terminal_exec", "tool_calls")
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(&arguments).unwrap()["command"],
+        "ls /workspace"
+    );
+
+    // With the tool's result last, the model answers in text and the turn ends.
+    let mut req = hermes_like(json!(directive), true);
+    let messages = req["messages"].as_array_mut().unwrap();
+    messages.push(json!({"role": "assistant", "content": null, "tool_calls": [call.clone()]}));
+    messages.push(json!({"role": "tool", "tool_call_id": call["id"], "content": "notes.txt\n"}));
+    let (code, text) = support::request_text("POST", &url, Some(&req.to_string()), None);
+    assert_eq!(code, 200);
+    assert_eq!(
+        stream_text(&sse_payloads(&text)),
+        "mock: tool result: notes.txt"
+    );
+}

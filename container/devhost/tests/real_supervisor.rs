@@ -199,6 +199,20 @@ fn real_hermes_answers_a_chat_through_the_mock_model() {
         .collect();
     assert_eq!(streamed, "mock: stream from devhost test");
 
+    // A tool call from the model reaches Hermes' tool loop and its result
+    // comes back to the model (the tool does not exist: Hermes says so).
+    let body = json!({"model": "hermes-agent", "messages": [{"role": "user", "content": "[mock:tool=no_such_tool {\"x\":1}]"}]});
+    let (code, text) = request_text("POST", &url, Some(&body.to_string()), Some(token));
+    assert_eq!(code, 200, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let content = v["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        content.starts_with("mock: tool result:") && content.contains("no_such_tool"),
+        "{v}"
+    );
+
     // On the host, nothing of the container runs as root, and Hermes runs
     // as uid 10001 of the container's own range.
     let base = status["uidBase"].as_u64().expect("uid range") as u32;

@@ -8,6 +8,7 @@
 //! server". No authentication: any key is accepted.
 
 pub mod reply;
+pub mod tools;
 
 use crate::http::{json, read_body_limited, Body, ChannelBody, Handler};
 use bytes::Bytes;
@@ -27,6 +28,12 @@ const REQUEST_MAX: usize = 32 * 1024 * 1024;
 const HANG_MAX: Duration = Duration::from_secs(3600);
 /// Context length advertised for the mock model.
 const CONTEXT_LENGTH: u64 = 131_072;
+
+/// What the model answers this turn.
+enum Answer {
+    Text(String),
+    Tool(tools::ToolCall),
+}
 
 /// The mock model's handler.
 #[derive(Default)]
@@ -135,7 +142,15 @@ impl MockModel {
         let id = format!("chatcmpl-mock-{n}");
         let created = now_secs();
         let model = reply::model_of(&request);
-        let text = reply::reply_text(&user_text);
+        let answer = match (
+            tools::last_tool_result(&request),
+            tools::tool_directive(&user_text),
+        ) {
+            (Some(result), _) => Answer::Text(tools::result_reply(&result)),
+            (None, Some(call)) => Answer::Tool(call),
+            (None, None) => Answer::Text(reply::reply_text(&user_text)),
+        };
+        let call_id = format!("call_mock_{n}");
         let prompt_chars = body.len();
         let streaming = request
             .get("stream")
@@ -153,27 +168,35 @@ impl MockModel {
                     );
                 }
                 Behaviour::Slow { delay_ms } => {
-                    let steps = u32::try_from(reply::pieces(&text).len()).unwrap_or(1);
+                    let steps = match &answer {
+                        Answer::Text(text) => reply::pieces(text).len(),
+                        Answer::Tool(_) => 1,
+                    };
+                    let steps = u32::try_from(steps).unwrap_or(1);
                     tokio::time::sleep(Duration::from_millis(delay_ms) * steps).await;
                 }
                 Behaviour::Normal | Behaviour::Error => {}
             }
-            return json(
-                StatusCode::OK,
-                &reply::completion(&id, created, &model, &text, prompt_chars),
-            );
+            let completion = match &answer {
+                Answer::Text(text) => reply::completion(&id, created, &model, text, prompt_chars),
+                Answer::Tool(call) => tools::completion(&id, created, &model, &call_id, call),
+            };
+            return json(StatusCode::OK, &completion);
         }
 
         let (tx, body) = ChannelBody::pair(16);
         let first = reply::role_event(&id, created, &model);
-        let rest = reply::stream_events(
-            &id,
-            created,
-            &model,
-            &text,
-            reply::wants_usage(&request),
-            prompt_chars,
-        );
+        let rest = match &answer {
+            Answer::Text(text) => reply::stream_events(
+                &id,
+                created,
+                &model,
+                text,
+                reply::wants_usage(&request),
+                prompt_chars,
+            ),
+            Answer::Tool(call) => tools::stream_events(&id, created, &model, &call_id, call),
+        };
         tokio::spawn(async move {
             if tx.send(Bytes::from(first)).await.is_err() {
                 return;

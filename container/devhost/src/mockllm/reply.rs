@@ -7,6 +7,8 @@
 //! * `[mock:hang]` — never finish (streaming: one role chunk, then nothing);
 //! * `[mock:slow]` / `[mock:slow=MS]` — wait MS (default 300) between chunks;
 //! * `[mock:error]` — answer 500 with an OpenAI-style error.
+//!
+//! Tool calls are in [`super::tools`].
 
 use serde_json::{json, Value};
 
@@ -38,7 +40,12 @@ pub fn last_user_text(request: &Value) -> String {
     else {
         return String::new();
     };
-    match last.get("content") {
+    content_text(last.get("content"))
+}
+
+/// A message's `content` as text: a string, or its `text` parts joined.
+pub fn content_text(content: Option<&Value>) -> String {
+    match content {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Array(parts)) => parts
             .iter()
