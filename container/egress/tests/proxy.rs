@@ -528,3 +528,43 @@ fn reload_closes_a_running_http_forward() {
         assert!(sink.len() < 1000, "forward kept streaming after the reload");
     });
 }
+
+#[test]
+fn each_request_on_a_keep_alive_connection_is_decided_on_its_own() {
+    in_private_netns(
+        "each_request_on_a_keep_alive_connection_is_decided_on_its_own",
+        || async {
+            let upstream = http_upstream(format!("{PUBLIC}:80").parse().unwrap()).await;
+            let evil = canary(format!("{PRIVATE}:80").parse().unwrap()).await;
+            let guard = start_guard(GuardConfig::default()).await;
+            let mut stream = tokio::net::TcpStream::connect(guard.addr).await.unwrap();
+            // Pipelined: an allowed request, then one for a host the first
+            // upstream must never see, on the same client connection.
+            stream
+                .write_all(
+                    b"GET http://allowed.test/one HTTP/1.1\r\nHost: allowed.test\r\n\r\n\
+                  GET http://evilgithub.com/two HTTP/1.1\r\nHost: evilgithub.com\r\n\r\n\
+                  GET http://private.test/three HTTP/1.1\r\nHost: private.test\r\n\r\n",
+                )
+                .await
+                .unwrap();
+            let first = read_reply(&mut stream).await;
+            assert_eq!(first.status, 200, "{first:?}");
+            assert!(first.body.starts_with("GET /one HTTP/1.1\r\n"), "{first:?}");
+            let second = read_reply(&mut stream).await;
+            assert_eq!(
+                (second.status, second.body.as_str()),
+                (403, "Egress denied: host is not on the allowlist")
+            );
+            let third = read_reply(&mut stream).await;
+            assert_eq!(
+                (third.status, third.body.as_str()),
+                (
+                    403,
+                    "Egress denied: resolved address 10.0.0.5 is a private address"
+                )
+            );
+            assert_eq!((upstream.get(), evil.get()), (1, 0));
+        },
+    );
+}
