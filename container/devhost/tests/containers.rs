@@ -508,3 +508,38 @@ fn proxy_throughput_against_direct() {
         direct_t.as_secs_f64() / proxy_t.as_secs_f64()
     );
 }
+
+#[test]
+fn a_caller_that_disconnects_aborts_the_upstream_exchange() {
+    let dh = Devhost::start();
+    let tok = "tok-abort-0123456789";
+    dh.start_container("ab1", tok, "b");
+    dh.wait_ready("ab1", tok, "/_control/health");
+    let mut stream = RawStream::open(
+        &dh.base,
+        "GET",
+        "/containers/ab1/ports/8080/stream",
+        tok,
+        None,
+    );
+    stream.read_until("first");
+    drop(stream);
+    let t0 = Instant::now();
+    loop {
+        let (_, v) = request(
+            "GET",
+            &dh.url("/containers/ab1/ports/8080/abandoned"),
+            None,
+            Some(tok),
+        );
+        if v["abandoned"] == 1 {
+            eprintln!("measured: upstream saw the abort after {:?}", t0.elapsed());
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "upstream never saw the caller leave: {v}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

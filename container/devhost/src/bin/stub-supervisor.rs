@@ -6,7 +6,8 @@
 //! also prove the token arrives through the environment). Routes:
 //! `GET /_control/health`; `GET|POST /file?path=P` read/write a file;
 //! `GET /whoami` (pid, hostname, env names — never values); `GET /stream`
-//! (one chunk, then waits for `POST /release`, then a second chunk);
+//! (one chunk, then waits for `POST /release`, then a second chunk;
+//! `GET /abandoned` counts streams whose client left before that);
 //! `POST /echo` streams the request body back; `GET /bytes?mb=N` sends N MiB;
 //! `POST /spawn` starts a
 //! `sleep` that leaves the process group (setsid) to test teardown.
@@ -29,6 +30,8 @@ struct Stub {
     boot_id: String,
     started: Instant,
     release: Notify,
+    /// Streams whose client went away before the end.
+    abandoned: std::sync::atomic::AtomicU32,
 }
 
 fn query_path(req: &Request<Incoming>) -> Option<String> {
@@ -109,11 +112,21 @@ impl Stub {
                 let me = self.clone();
                 tokio::spawn(async move {
                     let _ = tx.send(Bytes::from_static(b"first\n")).await;
-                    me.release.notified().await;
-                    let _ = tx.send(Bytes::from_static(b"second\n")).await;
+                    tokio::select! {
+                        _ = me.release.notified() => {
+                            let _ = tx.send(Bytes::from_static(b"second\n")).await;
+                        }
+                        _ = tx.closed() => {
+                            me.abandoned.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                    }
                 });
                 Response::new(body)
             }
+            (Method::GET, "/abandoned") => json(
+                StatusCode::OK,
+                &j!({"ok": true, "abandoned": self.abandoned.load(std::sync::atomic::Ordering::SeqCst)}),
+            ),
             (Method::POST, "/release") => {
                 self.release.notify_waiters();
                 json(StatusCode::OK, &j!({"ok": true}))
@@ -176,6 +189,7 @@ async fn run() -> Result<(), String> {
         boot_id: std::env::var("BOOT_ID").unwrap_or_default(),
         started: Instant::now(),
         release: Notify::new(),
+        abandoned: std::sync::atomic::AtomicU32::new(0),
     });
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
         .await
