@@ -6,8 +6,10 @@ use hermes_egress::host::normalise_host;
 use hermes_egress::{decide, parse_connect};
 use proptest::prelude::*;
 
+/// An ASCII LDH label. `xn--` labels are punycode and must decode, which
+/// random text does not: those are covered by the IDNA table rows instead.
 fn label() -> impl Strategy<Value = String> {
-    "[a-z][a-z0-9-]{0,10}[a-z]"
+    "[a-z][a-z0-9-]{0,10}[a-z]".prop_filter("not an A-label", |label| !label.starts_with("xn--"))
 }
 
 fn name() -> impl Strategy<Value = String> {
