@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use hermes_protocol::{header::DEADLINE_MS, ControlError};
 use http_body_util::{BodyExt, Either, Empty};
 use hyper::body::{Frame, Incoming};
@@ -237,17 +237,29 @@ impl Pump {
     }
 
     async fn forward(&mut self, upstream: &mut Incoming) -> Outcome {
+        let mut pending: Option<UpstreamFrame> = None;
         loop {
-            let next = tokio::select! {
-                biased;
-                _ = self.tx.closed() => return Outcome::ClientGone,
-                _ = sleep_until_opt(self.deadline) => return Outcome::Timeout,
-                frame = upstream.frame() => frame,
+            let next = match pending.take() {
+                Some(next) => next,
+                None => tokio::select! {
+                    biased;
+                    _ = self.tx.closed() => return Outcome::ClientGone,
+                    _ = sleep_until_opt(self.deadline) => return Outcome::Timeout,
+                    frame = upstream.frame() => frame,
+                },
             };
             let frame: Frame<Bytes> = match next {
                 None => return Outcome::Done,
                 Some(Ok(frame)) => frame,
                 Some(Err(_)) => return Outcome::UpstreamFailed,
+            };
+            let frame = match frame.into_data() {
+                Ok(data) => {
+                    let (data, after) = coalesce(data, upstream).await;
+                    pending = after;
+                    Frame::data(data)
+                }
+                Err(other) => other,
             };
             if let Some(data) = frame.data_ref() {
                 self.remember_tail(data);
@@ -278,6 +290,44 @@ impl Pump {
         };
         let _ = tokio::time::timeout(FINAL_EVENT_WAIT, self.tx.send(last)).await;
     }
+}
+
+type UpstreamFrame = Option<Result<Frame<Bytes>, hyper::Error>>;
+
+/// Largest coalesced data frame.
+const COALESCE_MAX: usize = 64 * 1024;
+
+/// Append the data frames Hermes' connection can decode from bytes it has
+/// already received, without waiting for the network: one yield to the
+/// scheduler per attempt, so a live SSE stream is forwarded immediately
+/// while a burst of small chunks becomes one write instead of hundreds.
+/// A non-data frame, the end or an error is handed back for the next round.
+async fn coalesce(first: Bytes, upstream: &mut Incoming) -> (Bytes, Option<UpstreamFrame>) {
+    let mut merged: Option<BytesMut> = None;
+    let mut len = first.len();
+    while len < COALESCE_MAX {
+        let next = tokio::select! {
+            biased;
+            frame = upstream.frame() => frame,
+            _ = tokio::task::yield_now() => break,
+        };
+        match next {
+            Some(Ok(frame)) if frame.is_data() => {
+                let Ok(data) = frame.into_data() else { break };
+                let buf = merged.get_or_insert_with(|| {
+                    let mut b = BytesMut::with_capacity(COALESCE_MAX);
+                    b.extend_from_slice(&first);
+                    b
+                });
+                buf.extend_from_slice(&data);
+                len += data.len();
+            }
+            other => {
+                return (merged.map_or(first, BytesMut::freeze), Some(other));
+            }
+        }
+    }
+    (merged.map_or(first, BytesMut::freeze), None)
 }
 
 enum Outcome {

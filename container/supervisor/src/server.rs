@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use hermes_protocol::{limits::CONTROL_BODY_MAX, path, Activity, Health, ProbeWrite, Provision};
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -62,20 +62,34 @@ pub async fn serve(app: Arc<App>) -> std::io::Result<()> {
     }
 }
 
-async fn read_json<T: DeserializeOwned>(body: Incoming) -> Result<T, SupervisorError> {
-    let bytes = Limited::new(body, CONTROL_BODY_MAX)
-        .collect()
-        .await
-        .map_err(|e| {
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some()
-            {
-                SupervisorError::PayloadTooLarge(CONTROL_BODY_MAX)
-            } else {
-                SupervisorError::BadRequest("request body could not be read".into())
+/// Bytes of an oversized body read (and thrown away) before answering 413,
+/// so the client finishes sending and can read the answer instead of
+/// seeing its upload reset mid-way.
+const DRAIN_MAX: usize = 8 * CONTROL_BODY_MAX;
+const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+async fn read_json<T: DeserializeOwned>(mut body: Incoming) -> Result<T, SupervisorError> {
+    let unreadable = || SupervisorError::BadRequest("request body could not be read".into());
+    let mut bytes = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| unreadable())?;
+        if let Some(data) = frame.data_ref() {
+            bytes.extend_from_slice(data);
+            if bytes.len() > CONTROL_BODY_MAX {
+                let drain = async {
+                    let mut seen = bytes.len();
+                    while let Some(Ok(frame)) = body.frame().await {
+                        seen += frame.data_ref().map_or(0, |d| d.len());
+                        if seen > DRAIN_MAX {
+                            break;
+                        }
+                    }
+                };
+                let _ = tokio::time::timeout(DRAIN_TIMEOUT, drain).await;
+                return Err(SupervisorError::PayloadTooLarge(CONTROL_BODY_MAX));
             }
-        })?
-        .to_bytes();
+        }
+    }
     // serde's message names the field and position, never echoes values.
     serde_json::from_slice(&bytes)
         .map_err(|e| SupervisorError::BadRequest(format!("malformed JSON body: {e}")))

@@ -154,7 +154,7 @@ fn entrypoint_is_the_supervisor_built_in_this_file() {
     );
     assert!(all("RUN")
         .iter()
-        .any(|r| r.contains("cargo build --release --locked -p hermes-supervisor")));
+        .any(|r| r.contains("cargo build --profile supervisor --locked -p hermes-supervisor")));
     assert!(
         all("CMD").is_empty(),
         "no CMD: arguments to the supervisor are not a thing"

@@ -105,8 +105,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             time.sleep(10)
             return self.send_json(200, {"late": True})
         if self.path.startswith("/sse/fast"):
-            # n events of `size` bytes as fast as possible (throughput).
+            # n events (?n=, default 2000) of 1 KiB as fast as possible.
             n, size = 2000, 1024
+            if "?n=" in self.path:
+                n = int(self.path.split("?n=", 1)[1])
             self.start_chunked("text/event-stream")
             payload = b"data: " + b"x" * (size - 8) + b"\n\n"
             for _ in range(n):
