@@ -27,6 +27,14 @@ pub mod upstream;
 
 use std::process::ExitCode;
 
+use tokio::signal::unix::{signal, SignalKind};
+
+async fn shut_down(app: &app::App) -> std::io::Result<()> {
+    eprintln!("hermes-supervisor: termination signal; stopping Hermes");
+    gateway::stop(app).await;
+    Ok(())
+}
+
 /// Read the environment (removing the control token from it while still
 /// single-threaded), then serve the control API on a single-threaded
 /// runtime. Single-threaded on purpose: the parent-death signal of a child
@@ -57,7 +65,16 @@ pub fn run() -> ExitCode {
         let reaper = reaper::Reaper::new();
         reaper.start()?;
         let app = app::App::new(settings, reaper);
-        server::serve(app).await
+        let mut terminate = signal(SignalKind::terminate())?;
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        tokio::select! {
+            served = server::serve(std::sync::Arc::clone(&app)) => served,
+            // The container runtime stops a container with SIGTERM. As PID 1
+            // nothing happens unless we act: stop Hermes and its children
+            // gracefully (the same path as the stop route), then exit.
+            _ = terminate.recv() => shut_down(&app).await,
+            _ = interrupt.recv() => shut_down(&app).await,
+        }
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

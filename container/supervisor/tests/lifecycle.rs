@@ -559,3 +559,29 @@ fn orphans_of_a_crashed_gateway_are_killed_by_stop() {
     );
     let _ = std::fs::remove_dir_all(bins);
 }
+
+#[test]
+fn sigterm_stops_hermes_then_the_supervisor_exits() {
+    let (mut s, bins) = proxy_fixture("sigterm");
+    let pid = s.call("GET", "/_control/hermes/ready", None).1["pid"]
+        .as_u64()
+        .unwrap() as u32;
+    assert!(alive(pid));
+    // SAFETY: signals the supervisor child this test started.
+    unsafe { libc::kill(s.pid() as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = s.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "supervisor did not exit on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    assert!(!alive(pid), "Hermes outlived the supervisor's shutdown");
+    assert!(group_members(pid).is_empty());
+    let _ = std::fs::remove_dir_all(bins);
+}
