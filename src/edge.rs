@@ -14,7 +14,8 @@ use crate::agent_id::{AgentId, AGENT_ID_HEADER};
 use crate::errors::ApiError;
 use crate::gate::{self, ServiceSecrets};
 use crate::http::{error_response, string_binding};
-use crate::router::{self, RouteMatch};
+use crate::proxy_path;
+use crate::router::{self, Route, RouteMatch};
 
 /// Name of the Durable Object binding in wrangler.toml.
 pub const AGENT_BINDING: &str = "HERMES_AGENT";
@@ -45,8 +46,9 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
 }
 
 async fn handle(req: Request, env: &Env) -> Result<Response> {
-    let url = req.url()?;
-    let path = url.path().to_owned();
+    let raw_url = req.inner().url();
+    let (path, query) = proxy_path::raw_path_and_query(&raw_url);
+    let (path, query) = (path.to_owned(), query.map(str::to_owned));
     if !router::is_hosted(&path) {
         return error_response(&ApiError::not_found());
     }
@@ -69,7 +71,17 @@ async fn handle(req: Request, env: &Env) -> Result<Response> {
         RouteMatch::MethodNotAllowed(allowed) => {
             error_response(&ApiError::method_not_allowed(allowed).for_agent(agent.as_str()))
         }
-        RouteMatch::Found(_) => forward_to_object(req, env, &agent, &url).await,
+        RouteMatch::Found(Route::Proxy) => {
+            let sub = proxy_path::proxy_subpath(&path).unwrap_or("");
+            match proxy_path::canonical_subpath(sub) {
+                Ok(canonical) => {
+                    let target = format!("{}{canonical}", proxy_path::PROXY_PREFIX);
+                    forward_to_object(req, env, &agent, &target, query.as_deref()).await
+                }
+                Err(refusal) => error_response(&refusal.for_agent(agent.as_str())),
+            }
+        }
+        RouteMatch::Found(_) => forward_to_object(req, env, &agent, &path, query.as_deref()).await,
     }
 }
 
@@ -79,7 +91,8 @@ async fn forward_to_object(
     req: Request,
     env: &Env,
     agent: &AgentId,
-    url: &worker::Url,
+    path: &str,
+    query: Option<&str>,
 ) -> Result<Response> {
     let headers = Headers::new();
     for (name, value) in req.headers().entries() {
@@ -96,9 +109,9 @@ async fn forward_to_object(
     if !matches!(method, Method::Get | Method::Head) {
         init.with_body(req.inner().body().map(Into::into));
     }
-    let target = match url.query() {
-        Some(q) => format!("{OBJECT_ORIGIN}{}?{q}", url.path()),
-        None => format!("{OBJECT_ORIGIN}{}", url.path()),
+    let target = match query {
+        Some(q) => format!("{OBJECT_ORIGIN}{path}?{q}"),
+        None => format!("{OBJECT_ORIGIN}{path}"),
     };
     let forwarded = Request::new_with_init(&target, &init)?;
 

@@ -16,11 +16,18 @@ pub struct Migration {
 
 /// Every migration, in order. A test checks this list against the files in
 /// `migrations/`, so a file cannot be added and forgotten here.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "0001_init",
-    sql: include_str!("../migrations/0001_init.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "0001_init",
+        sql: include_str!("../migrations/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "0002_boots",
+        sql: include_str!("../migrations/0002_boots.sql"),
+    },
+];
 
 /// The bookkeeping table, created before any migration runs.
 pub const SCHEMA_VERSION_DDL: &str =

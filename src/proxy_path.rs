@@ -157,6 +157,19 @@ pub fn chat_session_key(
     (proactive && !proactive_tools_disabled).then_some(PROACTIVE_SESSION_KEY)
 }
 
+/// Path and query exactly as the client sent them. `Url` parsing would
+/// resolve dot segments (including `%2e%2e`) before any check could see
+/// them; the proxy route must refuse those, not silently rewrite them.
+pub fn raw_path_and_query(url: &str) -> (&str, Option<&str>) {
+    let after_scheme = url.find("://").map_or(url, |i| &url[i + 3..]);
+    let from_path = after_scheme.find('/').map_or("/", |i| &after_scheme[i..]);
+    let without_fragment = from_path.split('#').next().unwrap_or("/");
+    match without_fragment.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (without_fragment, None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,6 +223,23 @@ mod tests {
         for raw in rows {
             let e = canonical_subpath(raw).unwrap_err();
             assert_eq!((e.status(), e.code.as_str()), (400, "bad_path"), "{raw}");
+        }
+    }
+
+    #[test]
+    fn raw_path_is_not_normalised() {
+        let rows = [
+            (
+                "http://h:1/hosted/agent/proxy/%2e%2e/x?a=1#f",
+                ("/hosted/agent/proxy/%2e%2e/x", Some("a=1")),
+            ),
+            ("https://h/hosted/../x", ("/hosted/../x", None)),
+            ("http://h:1", ("/", None)),
+            ("http://h:1?q", ("/", None)),
+            ("http://h/p?", ("/p", Some(""))),
+        ];
+        for (url, want) in rows {
+            assert_eq!(raw_path_and_query(url), want, "{url}");
         }
     }
 

@@ -9,6 +9,12 @@
 pub enum Route {
     ProbeWrite,
     ProbeRead,
+    BootCheck,
+    Stop,
+    Evict,
+    /// `ALL /hosted/agent/proxy/*`: the raw sub-path is taken from the URL.
+    Proxy,
+    Chat,
 }
 
 /// The result of routing.
@@ -28,13 +34,28 @@ pub fn is_hosted(path: &str) -> bool {
     path == HOSTED_PREFIX || path.starts_with("/hosted/")
 }
 
+fn only(method: &str, want: &'static [&'static str], route: Route) -> RouteMatch {
+    if want.contains(&method) {
+        RouteMatch::Found(route)
+    } else {
+        RouteMatch::MethodNotAllowed(want)
+    }
+}
+
 pub fn route(method: &str, path: &str) -> RouteMatch {
+    if crate::proxy_path::proxy_subpath(path).is_some() {
+        return RouteMatch::Found(Route::Proxy);
+    }
     match path {
         "/hosted/agent/probe" => match method {
             "POST" => RouteMatch::Found(Route::ProbeWrite),
             "GET" => RouteMatch::Found(Route::ProbeRead),
             _ => RouteMatch::MethodNotAllowed(&["GET", "POST"]),
         },
+        "/hosted/agent/boot-check" => only(method, &["GET"], Route::BootCheck),
+        "/hosted/agent/stop" => only(method, &["POST"], Route::Stop),
+        "/hosted/agent/evict" => only(method, &["POST"], Route::Evict),
+        "/hosted/agent/v1/chat/completions" => only(method, &["POST"], Route::Chat),
         _ => RouteMatch::NotFound,
     }
 }
@@ -60,6 +81,35 @@ mod tests {
         assert_eq!(route("GET", "/hosted/agent/probe/"), RouteMatch::NotFound);
         assert_eq!(route("GET", "/hosted/agent/nope"), RouteMatch::NotFound);
         assert_eq!(route("GET", "/"), RouteMatch::NotFound);
+        assert_eq!(
+            route("GET", "/hosted/agent/boot-check"),
+            RouteMatch::Found(Route::BootCheck)
+        );
+        assert_eq!(
+            route("POST", "/hosted/agent/boot-check"),
+            RouteMatch::MethodNotAllowed(&["GET"])
+        );
+        assert_eq!(
+            route("POST", "/hosted/agent/stop"),
+            RouteMatch::Found(Route::Stop)
+        );
+        assert_eq!(
+            route("GET", "/hosted/agent/evict"),
+            RouteMatch::MethodNotAllowed(&["POST"])
+        );
+        assert_eq!(
+            route("POST", "/hosted/agent/v1/chat/completions"),
+            RouteMatch::Found(Route::Chat)
+        );
+        assert_eq!(
+            route("PATCH", "/hosted/agent/proxy/v1/models"),
+            RouteMatch::Found(Route::Proxy)
+        );
+        assert_eq!(
+            route("GET", "/hosted/agent/proxy"),
+            RouteMatch::Found(Route::Proxy)
+        );
+        assert_eq!(route("GET", "/hosted/agent/proxyx"), RouteMatch::NotFound);
     }
 
     #[test]

@@ -1,29 +1,53 @@
 //! The `HermesAgent` Durable Object: one per agent, named `agent:<id>`.
 //!
-//! It is the only place that owns the agent's state. Its `fetch` re-checks
-//! the agent id the Worker forwarded (an object never acts for an id that is
-//! not valid, nor for a second id), routes with the shared table, and calls
-//! one small `handle_*` method per operation. State lives in SQLite
-//! (`storage`), never only in memory.
+//! It is the only place that owns the agent's state and its container. Its
+//! `fetch` re-checks the agent id the Worker forwarded (an object never acts
+//! for an id that is not valid, nor for a second id), routes with the shared
+//! table, and calls one small `handle_*` method per operation. State lives
+//! in SQLite (`storage`); memory only caches what is safe to lose.
 
+mod boot;
+mod control;
+mod crypto;
+mod net;
+mod runtime;
 mod storage;
 
-use serde::Serialize;
-use worker::{durable_object, DurableObject, Env, Request, Response, Result, State};
+use std::time::Duration;
 
+use hermes_protocol::{path, Activity, BootCheck, ProbeRead, ProbeWrite};
+use serde::Serialize;
+use wasm_bindgen::JsValue;
+use worker::{
+    durable_object, DurableObject, Env, Headers, Method, Request, Response, Result, State,
+};
+
+use self::boot::{Ctx, DesiredKeys, Lifecycle};
+use self::control::{ControlClient, ControlFailure};
+use self::net::CallError;
+use self::runtime::Runtime;
 use crate::agent_id::{AgentId, AGENT_ID_HEADER};
 use crate::errors::{ApiError, ErrorCode};
-use crate::http::{error_response, ok_json};
+use crate::http::{error_response, ok_json, string_binding};
+use crate::provider_keys::{parse_byok, KeySet, BYOK_KEY_HEADER, BYOK_PROVIDER_HEADER};
+use crate::proxy_path::{
+    self, CHAT_FORWARDED_HEADERS, PROXY_FORWARDED_HEADERS, SESSION_KEY_HEADER, TRIGGER_HEADER,
+};
+use crate::retry::{retry, RetryPolicy};
 use crate::router::{self, Route, RouteMatch};
+use crate::settings;
+
+/// Largest chat request body accepted.
+const CHAT_BODY_MAX: usize = 5 * 1024 * 1024;
 
 #[durable_object]
 pub struct HermesAgent {
     state: State,
-    #[allow(dead_code)]
     env: Env,
     /// Set once the schema has been migrated in this instance. Losing it
     /// (eviction from memory) only costs one cheap version check.
     schema_ready: std::cell::Cell<bool>,
+    lifecycle: Lifecycle,
 }
 
 impl DurableObject for HermesAgent {
@@ -32,6 +56,7 @@ impl DurableObject for HermesAgent {
             state,
             env,
             schema_ready: std::cell::Cell::new(false),
+            lifecycle: Lifecycle::default(),
         }
     }
 
@@ -41,32 +66,57 @@ impl DurableObject for HermesAgent {
             Err(e) => return error_response(&ApiError::from(e)),
         };
         match self.dispatch(req, &agent).await {
-            Ok(response) => Ok(response),
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(refusal)) => error_response(&refusal.for_agent(agent.as_str())),
             Err(err) => {
                 worker::console_error!("agent {agent}: internal error: {err}");
                 error_response(&ApiError::internal("internal error").for_agent(agent.as_str()))
             }
         }
     }
+
+    async fn alarm(&self) -> Result<Response> {
+        self.ensure_schema()?;
+        self.handle_idle_alarm().await?;
+        Response::ok("alarm handled")
+    }
 }
 
+type Answer = std::result::Result<Response, ApiError>;
+
 impl HermesAgent {
-    async fn dispatch(&self, req: Request, agent: &AgentId) -> Result<Response> {
+    async fn dispatch(&self, req: Request, agent: &AgentId) -> Result<Answer> {
         self.ensure_schema()?;
         if let Err(refusal) = storage::claim_agent(&self.state.storage().sql(), agent) {
-            return error_response(&refusal);
+            return Ok(Err(refusal));
         }
-        let path = req.path();
-        match router::route(req.method().as_ref(), &path) {
-            RouteMatch::Found(Route::ProbeWrite) => self.handle_probe_write(agent),
-            RouteMatch::Found(Route::ProbeRead) => self.handle_probe_read(agent),
+        let route = match router::route(req.method().as_ref(), &req.path()) {
+            RouteMatch::Found(route) => route,
             RouteMatch::MethodNotAllowed(allowed) => {
-                error_response(&ApiError::method_not_allowed(allowed).for_agent(agent.as_str()))
+                return Ok(Err(ApiError::method_not_allowed(allowed)))
             }
-            RouteMatch::NotFound => {
-                error_response(&ApiError::not_found().for_agent(agent.as_str()))
-            }
-        }
+            RouteMatch::NotFound => return Ok(Err(ApiError::not_found())),
+        };
+        let runtime = match Runtime::from_config(&self.state, &self.env, agent) {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(e)),
+        };
+        self.arm_idle_alarm().await?;
+        let cx = Ctx {
+            state: &self.state,
+            env: &self.env,
+            agent,
+            runtime: &runtime,
+        };
+        Ok(match route {
+            Route::ProbeWrite => self.handle_probe_write(&cx).await,
+            Route::ProbeRead => self.handle_probe_read(&cx).await,
+            Route::BootCheck => self.handle_boot_check(&cx).await,
+            Route::Stop => self.handle_stop(&cx).await,
+            Route::Evict => self.handle_evict(&cx).await,
+            Route::Proxy => self.handle_proxy(&cx, req).await,
+            Route::Chat => self.handle_chat(&cx, req).await,
+        })
     }
 
     fn ensure_schema(&self) -> Result<()> {
@@ -78,8 +128,115 @@ impl HermesAgent {
         Ok(())
     }
 
-    /// `POST /hosted/agent/probe`: write a fresh marker and read it back.
-    fn handle_probe_write(&self, agent: &AgentId) -> Result<Response> {
+    fn sleep_after(&self) -> Duration {
+        match string_binding(&self.env, "HERMES_SLEEP_AFTER") {
+            None => settings::SLEEP_AFTER_DEFAULT,
+            Some(raw) => settings::parse_sleep_after(&raw).unwrap_or_else(|e| {
+                worker::console_error!("{e}; using the default of 30m");
+                settings::SLEEP_AFTER_DEFAULT
+            }),
+        }
+    }
+
+    /// Every request pushes the idle alarm out by `HERMES_SLEEP_AFTER`.
+    async fn arm_idle_alarm(&self) -> Result<()> {
+        self.state.storage().set_alarm(self.sleep_after()).await
+    }
+
+    /// Idle alarm: sleep (stop and destroy) unless a request or stream is
+    /// still in flight in the container or activity was recent.
+    async fn handle_idle_alarm(&self) -> Result<()> {
+        let sql = self.state.storage().sql();
+        let Some(boot) = storage::current_boot(&sql)? else {
+            return Ok(());
+        };
+        let Some(agent) = storage::bound_agent(&sql)? else {
+            return Ok(());
+        };
+        let Ok(agent) = AgentId::parse(Some(&agent)) else {
+            return Ok(());
+        };
+        let runtime = match Runtime::from_config(&self.state, &self.env, &agent) {
+            Ok(r) => r,
+            Err(e) => {
+                worker::console_error!("agent {agent}: idle alarm: {e}");
+                return Ok(());
+            }
+        };
+        let sleep_after = self.sleep_after();
+        let client = ControlClient {
+            runtime: &runtime,
+            token: &boot.control_token,
+        };
+        if let Ok(activity) = client.call::<Activity>("GET", path::ACTIVITY, None).await {
+            let idle_for = Duration::from_millis(activity.last_activity_ms_ago);
+            if activity.in_flight > 0 {
+                self.state.storage().set_alarm(sleep_after).await?;
+                return Ok(());
+            }
+            if idle_for < sleep_after {
+                self.state
+                    .storage()
+                    .set_alarm(sleep_after - idle_for)
+                    .await?;
+                return Ok(());
+            }
+        }
+        let cx = Ctx {
+            state: &self.state,
+            env: &self.env,
+            agent: &agent,
+            runtime: &runtime,
+        };
+        if let Err(e) = self.lifecycle.evict(&cx, "slept").await {
+            worker::console_error!("agent {agent}: idle sleep failed: {e}");
+        }
+        Ok(())
+    }
+
+    async fn ready_client<'a>(
+        &self,
+        cx: &'a Ctx<'a>,
+        want: Option<&DesiredKeys>,
+    ) -> std::result::Result<String, ApiError> {
+        self.lifecycle
+            .ensure_ready(cx, want)
+            .await
+            .map(|b| b.control_token)
+    }
+
+    /// A retried JSON control call (probe, boot-check: idempotent).
+    async fn retried<T: serde::de::DeserializeOwned>(
+        &self,
+        client: &ControlClient<'_>,
+        method: &str,
+        control_path: &str,
+        body: Option<String>,
+    ) -> std::result::Result<T, ApiError> {
+        let result = retry(
+            &RetryPolicy::default(),
+            &mut boot::CryptoJitter,
+            worker::Delay::from,
+            |_| {
+                let body = body.clone();
+                async move {
+                    client
+                        .call::<T>(method, control_path, body)
+                        .await
+                        .map_err(ControlFailure::into_attempt)
+                }
+            },
+        )
+        .await;
+        result.map_err(|e| {
+            self.lifecycle.invalidate();
+            ApiError::new(ErrorCode::GatewayError, e.to_string())
+        })
+    }
+
+    /// `POST /hosted/agent/probe`: write a fresh marker in the container
+    /// and read it back.
+    async fn handle_probe_write(&self, cx: &Ctx<'_>) -> Answer {
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
         struct Written<'a> {
@@ -89,23 +246,32 @@ impl HermesAgent {
             read: String,
             isolated: bool,
         }
-        let nonce = random_hex(8).map_err(|e| worker::Error::RustError(e.message.clone()))?;
-        let marker = format!("marker-for-{agent}-{nonce}");
-        let sql = self.state.storage().sql();
-        storage::write_marker(&sql, &marker)?;
-        let read = storage::read_marker(&sql)?.unwrap_or_else(|| "(none)".to_owned());
-        let isolated = read == marker;
-        ok_json(&Written {
-            ok: true,
-            agent_id: agent.as_str(),
-            wrote: marker,
-            read,
-            isolated,
+        let token = self.ready_client(cx, None).await?;
+        let client = ControlClient {
+            runtime: cx.runtime,
+            token: &token,
+        };
+        let marker = format!("marker-for-{}-{}", cx.agent, random_hex(8)?);
+        let body = serde_json::to_string(&ProbeWrite {
+            marker: marker.clone(),
         })
+        .unwrap_or_default();
+        let _: serde_json::Value = self
+            .retried(&client, "POST", path::PROBE, Some(body))
+            .await?;
+        let read: ProbeRead = self.retried(&client, "GET", path::PROBE, None).await?;
+        let isolated = read.read == marker;
+        answer(ok_json(&Written {
+            ok: true,
+            agent_id: cx.agent.as_str(),
+            wrote: marker,
+            read: read.read,
+            isolated,
+        }))
     }
 
-    /// `GET /hosted/agent/probe`: the stored marker, or `(none)`.
-    fn handle_probe_read(&self, agent: &AgentId) -> Result<Response> {
+    /// `GET /hosted/agent/probe`: the container's marker, or `(none)`.
+    async fn handle_probe_read(&self, cx: &Ctx<'_>) -> Answer {
         #[derive(Serialize)]
         #[serde(rename_all = "camelCase")]
         struct Read<'a> {
@@ -113,13 +279,200 @@ impl HermesAgent {
             agent_id: &'a str,
             read: String,
         }
-        let read = storage::read_marker(&self.state.storage().sql())?
-            .unwrap_or_else(|| "(none)".to_owned());
-        ok_json(&Read {
+        let token = self.ready_client(cx, None).await?;
+        let client = ControlClient {
+            runtime: cx.runtime,
+            token: &token,
+        };
+        let read: ProbeRead = self.retried(&client, "GET", path::PROBE, None).await?;
+        answer(ok_json(&Read {
             ok: true,
-            agent_id: agent.as_str(),
-            read,
-        })
+            agent_id: cx.agent.as_str(),
+            read: read.read,
+        }))
+    }
+
+    /// `GET /hosted/agent/boot-check`: the supervisor's report plus what
+    /// the object knows about its boots.
+    async fn handle_boot_check(&self, cx: &Ctx<'_>) -> Answer {
+        let token = self.ready_client(cx, None).await?;
+        let client = ControlClient {
+            runtime: cx.runtime,
+            token: &token,
+        };
+        let report: BootCheck = self.retried(&client, "GET", path::BOOT_CHECK, None).await?;
+        let mut value =
+            serde_json::to_value(&report).map_err(|e| ApiError::internal(e.to_string()))?;
+        let sql = self.state.storage().sql();
+        let boots = storage::boot_count(&sql).map_err(|e| ApiError::internal(e.to_string()))?;
+        if let Some(obj) = value.as_object_mut() {
+            obj.insert("ok".into(), true.into());
+            obj.insert("agentId".into(), cx.agent.as_str().into());
+            obj.insert("bootCount".into(), boots.into());
+        }
+        answer(ok_json(&value))
+    }
+
+    async fn handle_stop(&self, cx: &Ctx<'_>) -> Answer {
+        self.lifecycle.stop(cx).await?;
+        answer(ok_json(
+            &serde_json::json!({"ok": true, "agentId": cx.agent.as_str(), "status": "stopped"}),
+        ))
+    }
+
+    async fn handle_evict(&self, cx: &Ctx<'_>) -> Answer {
+        self.lifecycle.evict(cx, "evicted").await?;
+        answer(ok_json(
+            &serde_json::json!({"ok": true, "agentId": cx.agent.as_str(), "status": "evicted"}),
+        ))
+    }
+
+    /// The key set a model-using request wants: platform keys plus the
+    /// request's BYOK overlay.
+    async fn desired_keys(
+        &self,
+        cx: &Ctx<'_>,
+        req: &Request,
+    ) -> std::result::Result<DesiredKeys, ApiError> {
+        let h = req.headers();
+        let byok = parse_byok(
+            h.get(BYOK_PROVIDER_HEADER).ok().flatten().as_deref(),
+            h.get(BYOK_KEY_HEADER).ok().flatten().as_deref(),
+        )?;
+        let mut set: KeySet = cx.platform_keys();
+        if let Some(byok) = &byok {
+            set = set.with_byok(byok);
+        }
+        let fingerprint = cx.fingerprint(&set).await?;
+        Ok(DesiredKeys { set, fingerprint })
+    }
+
+    fn turn_timeout(&self) -> Duration {
+        settings::turn_timeout(string_binding(&self.env, "HERMES_TURN_TIMEOUT_MS").as_deref())
+    }
+
+    /// `ALL /hosted/agent/proxy/*`: one attempt, streamed both ways.
+    async fn handle_proxy(&self, cx: &Ctx<'_>, req: Request) -> Answer {
+        let raw_path = req.path();
+        let sub = proxy_path::proxy_subpath(&raw_path).ok_or_else(ApiError::not_found)?;
+        let canonical = proxy_path::canonical_subpath(sub)?;
+        let session_key = req.headers().get(SESSION_KEY_HEADER).ok().flatten();
+        proxy_path::check_session_key(session_key.as_deref())?;
+        let keys = self.desired_keys(cx, &req).await?;
+        let forwarded = copy_headers(req.headers(), PROXY_FORWARDED_HEADERS)?;
+        let target = match req.url().ok().and_then(|u| u.query().map(str::to_owned)) {
+            Some(q) => format!("{canonical}?{q}"),
+            None => canonical,
+        };
+        let method = req.method();
+        let body = body_of(&req, &method);
+        let token = self.ready_client(cx, Some(&keys)).await?;
+        self.forward(cx, &token, method.as_ref(), &target, &forwarded, body)
+            .await
+    }
+
+    /// `POST /hosted/agent/v1/chat/completions`: one chat turn, one attempt.
+    async fn handle_chat(&self, cx: &Ctx<'_>, mut req: Request) -> Answer {
+        let keys = self.desired_keys(cx, &req).await?;
+        let bytes = req
+            .bytes()
+            .await
+            .map_err(|e| ApiError::new(ErrorCode::BadRequest, format!("unreadable body: {e}")))?;
+        if bytes.len() > CHAT_BODY_MAX {
+            return Err(ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                "chat body larger than 5 MB",
+            ));
+        }
+        if !serde_json::from_slice::<serde_json::Value>(&bytes).is_ok_and(|v| v.is_object()) {
+            return Err(ApiError::new(
+                ErrorCode::BadRequest,
+                "chat body must be a JSON object",
+            ));
+        }
+        let forwarded = copy_headers(req.headers(), CHAT_FORWARDED_HEADERS)?;
+        set_header(&forwarded, "content-type", "application/json")?;
+        let trigger = req.headers().get(TRIGGER_HEADER).ok().flatten();
+        let disabled =
+            settings::flag(string_binding(&self.env, "HERMES_PROACTIVE_TOOLS_DISABLED").as_deref());
+        if let Some(key) = proxy_path::chat_session_key(trigger.as_deref(), disabled) {
+            set_header(&forwarded, SESSION_KEY_HEADER, key)?;
+        }
+        let body = JsValue::from(worker::js_sys::Uint8Array::from(bytes.as_slice()));
+        let token = self.ready_client(cx, Some(&keys)).await?;
+        self.forward(
+            cx,
+            &token,
+            "POST",
+            "/v1/chat/completions",
+            &forwarded,
+            Some(body),
+        )
+        .await
+    }
+
+    async fn forward(
+        &self,
+        cx: &Ctx<'_>,
+        token: &str,
+        method: &str,
+        target: &str,
+        headers: &Headers,
+        body: Option<JsValue>,
+    ) -> Answer {
+        let client = ControlClient {
+            runtime: cx.runtime,
+            token,
+        };
+        let timeout = self.turn_timeout();
+        match client
+            .forward(method, target, headers, body, timeout, timeout)
+            .await
+        {
+            Ok(resp) => Ok(resp),
+            Err(CallError::TimedOut) => Err(ApiError::new(
+                ErrorCode::TurnTimeout,
+                format!(
+                    "no answer within the turn timeout of {} ms",
+                    timeout.as_millis()
+                ),
+            )),
+            Err(CallError::Failed(m)) => {
+                self.lifecycle.invalidate();
+                Err(ApiError::new(
+                    ErrorCode::GatewayError,
+                    format!("Hermes unreachable: {m}"),
+                ))
+            }
+        }
+    }
+}
+
+fn answer(r: Result<Response>) -> Answer {
+    r.map_err(|e| ApiError::internal(e.to_string()))
+}
+
+fn set_header(h: &Headers, name: &str, value: &str) -> std::result::Result<(), ApiError> {
+    h.set(name, value)
+        .map_err(|e| ApiError::new(ErrorCode::BadRequest, format!("header {name}: {e}")))
+}
+
+/// Copy only the allowlisted headers.
+fn copy_headers(from: &Headers, allowed: &[&str]) -> std::result::Result<Headers, ApiError> {
+    let out = Headers::new();
+    for name in allowed {
+        if let Ok(Some(v)) = from.get(name) {
+            set_header(&out, name, &v)?;
+        }
+    }
+    Ok(out)
+}
+
+/// The request body as a stream, except for GET and HEAD (which carry none).
+fn body_of(req: &Request, method: &Method) -> Option<JsValue> {
+    match method {
+        Method::Get | Method::Head => None,
+        _ => req.inner().body().map(JsValue::from),
     }
 }
 

@@ -109,23 +109,137 @@ pub fn claim_agent(sql: &SqlStorage, agent: &AgentId) -> std::result::Result<(),
     }
 }
 
-#[derive(Deserialize)]
-struct MarkerRow {
-    marker: String,
+/// A container boot as recorded in SQLite.
+#[derive(Debug, Clone, Deserialize)]
+pub struct BootRecord {
+    pub boot_id: String,
+    pub control_token: String,
+    pub api_key: String,
+    pub status: String,
+    pub key_fingerprint: String,
+    pub started_at: i64,
 }
 
-pub fn write_marker(sql: &SqlStorage, marker: &str) -> Result<()> {
+/// The boot whose container has not ended, if any.
+pub fn current_boot(sql: &SqlStorage) -> Result<Option<BootRecord>> {
+    let rows: Vec<BootRecord> = sql
+        .exec(
+            "SELECT boot_id, control_token, api_key, status, key_fingerprint, started_at FROM boots \
+             WHERE ended_at IS NULL ORDER BY started_at DESC LIMIT 1",
+            None,
+        )?
+        .to_array()?;
+    Ok(rows.into_iter().next())
+}
+
+pub fn insert_boot(sql: &SqlStorage, boot: &BootRecord) -> Result<()> {
     sql.exec(
-        "INSERT INTO probe_marker (id, marker, written_at) VALUES (1, ?, ?) \
-         ON CONFLICT(id) DO UPDATE SET marker = excluded.marker, written_at = excluded.written_at",
-        vec![marker.into(), now_ms().into()],
+        "INSERT INTO boots (boot_id, control_token, api_key, status, phase, key_fingerprint, started_at) \
+         VALUES (?, ?, ?, ?, 'container', ?, ?)",
+        vec![
+            boot.boot_id.as_str().into(),
+            boot.control_token.as_str().into(),
+            boot.api_key.as_str().into(),
+            boot.status.as_str().into(),
+            boot.key_fingerprint.as_str().into(),
+            boot.started_at.into(),
+        ],
     )?;
     Ok(())
 }
 
-pub fn read_marker(sql: &SqlStorage) -> Result<Option<String>> {
-    let rows: Vec<MarkerRow> = sql
-        .exec("SELECT marker FROM probe_marker WHERE id = 1", None)?
+pub fn set_boot_phase(sql: &SqlStorage, boot_id: &str, phase: &str) -> Result<()> {
+    sql.exec(
+        "UPDATE boots SET phase = ? WHERE boot_id = ?",
+        vec![phase.into(), boot_id.into()],
+    )?;
+    Ok(())
+}
+
+pub fn set_boot_status(
+    sql: &SqlStorage,
+    boot_id: &str,
+    status: &str,
+    fingerprint: Option<&str>,
+) -> Result<()> {
+    let ready_at = if status == "ready" {
+        Some(now_ms())
+    } else {
+        None
+    };
+    sql.exec(
+        "UPDATE boots SET status = ?, key_fingerprint = COALESCE(?, key_fingerprint), \
+         ready_at = COALESCE(?, ready_at) WHERE boot_id = ?",
+        vec![
+            status.into(),
+            fingerprint.map(str::to_owned).into(),
+            ready_at.into(),
+            boot_id.into(),
+        ],
+    )?;
+    Ok(())
+}
+
+/// Mark the boot's container as gone (`failed`, `evicted`, `slept`).
+pub fn end_boot(sql: &SqlStorage, boot_id: &str, status: &str, error: Option<&str>) -> Result<()> {
+    sql.exec(
+        "UPDATE boots SET status = ?, ended_at = ?, error = COALESCE(?, error) WHERE boot_id = ?",
+        vec![
+            status.into(),
+            now_ms().into(),
+            error.map(str::to_owned).into(),
+            boot_id.into(),
+        ],
+    )?;
+    Ok(())
+}
+
+/// Append to the audit trail.
+pub fn record_event(sql: &SqlStorage, kind: &str, detail: &str) -> Result<()> {
+    sql.exec(
+        "INSERT INTO events (ts, kind, detail) VALUES (?, ?, ?)",
+        vec![now_ms().into(), kind.into(), detail.into()],
+    )?;
+    Ok(())
+}
+
+#[derive(Deserialize)]
+struct CountRow {
+    n: i64,
+}
+
+/// Number of boots ever started by this object (tests count boots).
+pub fn boot_count(sql: &SqlStorage) -> Result<i64> {
+    let rows: Vec<CountRow> = sql
+        .exec("SELECT COUNT(*) AS n FROM boots", None)?
         .to_array()?;
-    Ok(rows.into_iter().next().map(|r| r.marker))
+    Ok(rows.first().map_or(0, |r| r.n))
+}
+
+#[derive(Deserialize)]
+struct ValueRow {
+    value: String,
+}
+
+pub fn setting(sql: &SqlStorage, key: &str) -> Result<Option<String>> {
+    let rows: Vec<ValueRow> = sql
+        .exec("SELECT value FROM settings WHERE key = ?", vec![key.into()])?
+        .to_array()?;
+    Ok(rows.into_iter().next().map(|r| r.value))
+}
+
+pub fn set_setting(sql: &SqlStorage, key: &str, value: &str) -> Result<()> {
+    sql.exec(
+        "INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        vec![key.into(), value.into()],
+    )?;
+    Ok(())
+}
+
+/// The agent this object is bound to, if any.
+pub fn bound_agent(sql: &SqlStorage) -> Result<Option<String>> {
+    let rows: Vec<AgentRow> = sql
+        .exec("SELECT agent_id FROM agent WHERE id = 1", None)?
+        .to_array()?;
+    Ok(rows.into_iter().next().map(|r| r.agent_id))
 }
