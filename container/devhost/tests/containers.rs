@@ -261,8 +261,8 @@ fn two_containers_cannot_see_each_others_files() {
     let (_, health) = dh.get("/healthz");
     assert_eq!(health["isolation"], "namespaces", "{health}");
     let (ta, tb) = ("tok-iso-a-0123456789", "tok-iso-b-0123456789");
-    let sa = dh.start_container("iso-a", ta, "a");
-    let sb = dh.start_container("iso-b", tb, "b");
+    let sa = dh.start_container("agent:iso-a", ta, "a");
+    let sb = dh.start_container("agent:iso-b", tb, "b");
     // Own uid ranges: container root is a different, unprivileged host uid.
     let (base_a, base_b) = (
         sa["uidBase"].as_u64().unwrap(),
@@ -274,8 +274,8 @@ fn two_containers_cannot_see_each_others_files() {
         support::host_uid(sa["pid"].as_u64().unwrap() as u32),
         Some(base_a as u32)
     );
-    dh.wait_ready("iso-a", ta, "/_control/health");
-    dh.wait_ready("iso-b", tb, "/_control/health");
+    dh.wait_ready("agent:iso-a", ta, "/_control/health");
+    dh.wait_ready("agent:iso-b", tb, "/_control/health");
     let file = |id: &str, tok: &str, method: &str, path: &str, body: Option<&str>| {
         request(
             method,
@@ -290,17 +290,19 @@ fn two_containers_cannot_see_each_others_files() {
         "/tmp/marker.txt",
         "/var/lib/hermes-edge/marker",
     ] {
-        let (code, body) = file("iso-a", ta, "POST", path, Some("from-a"));
+        let (code, body) = file("agent:iso-a", ta, "POST", path, Some("from-a"));
         assert_eq!(code, 200, "{path}: {body}");
-        let (code, body) = file("iso-b", tb, "GET", path, None);
+        let (code, body) = file("agent:iso-b", tb, "GET", path, None);
         assert_eq!(code, 404, "b can read a's {path}: {body}");
-        let (code, _) = file("iso-b", tb, "POST", path, Some("from-b"));
+        let (code, _) = file("agent:iso-b", tb, "POST", path, Some("from-b"));
         assert_eq!(code, 200);
-        let (code, body) = file("iso-a", ta, "GET", path, None);
+        let (code, body) = file("agent:iso-a", ta, "GET", path, None);
         assert_eq!((code, body.as_str()), (200, Some("from-a")), "{path}");
     }
     // The host side of a's files is not reachable from b either.
-    let host_path = dh.state_dir.join("containers/iso-a/workspace/marker.txt");
+    let host_path = dh
+        .state_dir
+        .join("containers/agent:iso-a/workspace/marker.txt");
     assert!(host_path.exists(), "files live under the state dir");
     {
         use std::os::unix::fs::MetadataExt;
@@ -310,19 +312,19 @@ fn two_containers_cannot_see_each_others_files() {
             "a's files belong to a's uid range on the host"
         );
     }
-    let (code, _) = file("iso-b", tb, "GET", &host_path.to_string_lossy(), None);
+    let (code, _) = file("agent:iso-b", tb, "GET", &host_path.to_string_lossy(), None);
     assert_eq!(code, 404, "b reached a's files through the host path");
     // Own PID namespace (the supervisor is PID 1) and own hostname.
     let (_, who) = request(
         "GET",
-        &dh.url("/containers/iso-b/ports/8080/whoami"),
+        &dh.url("/containers/agent:iso-b/ports/8080/whoami"),
         None,
         Some(tb),
     );
     assert_eq!(who["pid"], 1, "{who}");
-    assert_eq!(who["hostname"], "iso-b");
+    assert_eq!(who["hostname"], "agent:iso-b");
     // The developer's home is not in the view.
-    let (code, _) = file("iso-b", tb, "GET", "/root/.bash_history", None);
+    let (code, _) = file("agent:iso-b", tb, "GET", "/root/.bash_history", None);
     assert_eq!(code, 404);
 }
 
