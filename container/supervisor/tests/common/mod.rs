@@ -21,8 +21,11 @@ pub fn is_root() -> bool {
 }
 
 /// Print a loud skip line; the caller returns right after.
+/// Written to the real stderr, not through `eprintln!`, so the test
+/// harness's output capture cannot hide it.
 pub fn skip(test: &str, why: &str) {
-    eprintln!("SKIP: {test}: {why}");
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIP: {test}: {why}");
 }
 
 pub fn repo_root() -> PathBuf {
