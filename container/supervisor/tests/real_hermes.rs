@@ -8,6 +8,7 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -16,18 +17,24 @@ use serde_json::{json, Value};
 /// Minimal OpenAI-compatible model: `/v1/models`, and chat completions as
 /// JSON or as `chat.completion.chunk` SSE ending in `data: [DONE]`. A user
 /// message containing `slow-please` streams one token every 300 ms.
-pub fn start_mock_model() -> String {
+/// Tool names offered to the model, per chat request.
+type SeenTools = Arc<Mutex<Vec<Vec<String>>>>;
+
+pub fn start_mock_model() -> (String, SeenTools) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let seen: SeenTools = Arc::default();
+    let seen_by_server = Arc::clone(&seen);
     std::thread::spawn(move || {
         for conn in listener.incoming().flatten() {
-            std::thread::spawn(move || serve_mock_connection(conn));
+            let seen = Arc::clone(&seen_by_server);
+            std::thread::spawn(move || serve_mock_connection(conn, seen));
         }
     });
-    url
+    (url, seen)
 }
 
-fn serve_mock_connection(conn: TcpStream) {
+fn serve_mock_connection(conn: TcpStream, seen: SeenTools) {
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut out = conn;
     loop {
@@ -84,6 +91,15 @@ fn serve_mock_connection(conn: TcpStream) {
             continue;
         }
         let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let tools: Vec<String> = request["tools"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        seen.lock().unwrap().push(tools);
         let last_user = request["messages"]
             .as_array()
             .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
@@ -195,7 +211,7 @@ fn real_hermes_answers_through_the_proxy_streaming_and_not() {
         );
         return;
     };
-    let mock = start_mock_model();
+    let (mock, seen_tools) = start_mock_model();
     let s = Supervisor::start(
         "real",
         Options {
@@ -257,6 +273,31 @@ fn real_hermes_answers_through_the_proxy_streaming_and_not() {
     assert_eq!(v["object"], "chat.completion", "{v}");
     let content = v["choices"][0]["message"]["content"].as_str().unwrap();
     assert!(content.contains("mock reply to: hello hermes"), "{content}");
+
+    // Hermes' own shell, file and code tools never reach the model (the
+    // hardened config took effect in the real Hermes); others still do.
+    let offered = seen_tools.lock().unwrap().clone();
+    assert!(!offered.is_empty(), "the mock model saw no chat request");
+    for tools in &offered {
+        for forbidden in [
+            "terminal",
+            "process",
+            "read_file",
+            "write_file",
+            "patch",
+            "search_files",
+            "execute_code",
+        ] {
+            assert!(
+                !tools.iter().any(|t| t == forbidden),
+                "{forbidden} offered to the model: {tools:?}"
+            );
+        }
+        assert!(
+            tools.iter().any(|t| t == "memory"),
+            "allow twin: memory is offered: {tools:?}"
+        );
+    }
 
     // Streaming: chunk by chunk, in order, ending with [DONE].
     let (head, chunks, clean) = raw_chat(
