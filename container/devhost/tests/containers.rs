@@ -192,6 +192,30 @@ fn lifecycle_409_503_signal_and_fetch_reaches_the_right_container() {
     let (code, _) = dh.post("/containers/c-b/signal", &json!({"signal": 0}));
     assert_eq!(code, 400);
 
+    // A supervisor that dies reports its exit code; the container is stopped.
+    let (code, _) = request(
+        "POST",
+        &dh.url("/containers/c-b/ports/8080/exit?code=3"),
+        Some(""),
+        Some("token-b-0123456789"),
+    );
+    assert_eq!(code, 200);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, status) = dh.get("/containers/c-b");
+        if status["running"] == false {
+            assert_eq!(status["exitCode"], 3, "{status}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "container did not stop after exit(3)"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (code, body) = dh.get("/containers/c-b/ports/8080/_control/health");
+    assert_eq!(code, 503, "{body}");
+
     // An exited container can be started again (fresh), like production.
     dh.start_container("c-a", "token-a2-0123456789", "boot-a2");
     dh.wait_ready("c-a", "token-a2-0123456789", "/_control/health");

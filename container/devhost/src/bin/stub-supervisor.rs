@@ -9,7 +9,7 @@
 //! (one chunk, then waits for `POST /release`, then a second chunk;
 //! `GET /abandoned` counts streams whose client left before that);
 //! `POST /echo` streams the request body back; `GET /bytes?mb=N` sends N MiB;
-//! `POST /spawn` starts a
+//! `POST /exit?code=N` exits with N; `POST /spawn` starts a
 //! `sleep` that leaves the process group (setsid) to test teardown.
 
 use bytes::Bytes;
@@ -154,6 +154,20 @@ impl Stub {
                     }
                 });
                 Response::new(body)
+            }
+            (Method::POST, "/exit") => {
+                // `?code=N`: exit with N shortly after answering.
+                let code: i32 = req
+                    .uri()
+                    .query()
+                    .and_then(|q| q.strip_prefix("code="))
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(1);
+                tokio::spawn(async move {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    std::process::exit(code);
+                });
+                json(StatusCode::OK, &j!({"ok": true}))
             }
             (Method::POST, "/spawn") => {
                 let child = std::process::Command::new("setsid")
