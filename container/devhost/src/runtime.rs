@@ -146,32 +146,27 @@ impl Runtime {
             self.teardown(id, old).await;
         }
         let dir = self.dir_of(id);
-        instance::prepare_dir(&dir)
-            .map_err(|e| ApiError::Internal(format!("container dir: {e}")))?;
-        let namespaced = self.settings.isolation == Isolation::Namespaces;
-        let uid_base = if namespaced && self.settings.uid_ranges {
-            Some(
-                self.uid_ranges
-                    .allocate()
-                    .ok_or_else(|| ApiError::Internal("no free uid range".into()))?,
-            )
-        } else {
-            None
-        };
-        if namespaced {
-            if let Err(e) = crate::image::own_private_dirs(&dir, uid_base.unwrap_or(0)) {
-                if let Some(base) = uid_base {
-                    self.uid_ranges.release(base);
-                }
-                return Err(ApiError::Internal(format!("container dir owners: {e}")));
-            }
-        }
         let port_map = self
             .ports
             .allocate()
             .map_err(|e| ApiError::Internal(format!("ports: {e}")))?;
-        let spawned = self.spawn(id, &dir, &port_map, from_object, uid_base).await;
-        let instance = match spawned {
+        let uid_base =
+            if self.settings.isolation == Isolation::Namespaces && self.settings.uid_ranges {
+                match self.uid_ranges.allocate() {
+                    Some(base) => Some(base),
+                    None => {
+                        self.ports.release(&port_map);
+                        return Err(ApiError::Internal("no free uid range".into()));
+                    }
+                }
+            } else {
+                None
+            };
+        // Every failure below gives back exactly what was taken above.
+        let instance = match self
+            .prepare_and_spawn(id, &dir, &port_map, from_object, uid_base)
+            .await
+        {
             Ok(instance) => instance,
             Err(err) => {
                 self.ports.release(&port_map);
@@ -193,6 +188,24 @@ impl Runtime {
             uid_base,
         });
         Ok(self.status_of(id, live.as_ref()))
+    }
+
+    /// Fresh private directories with the image's owners, then the sandbox.
+    async fn prepare_and_spawn(
+        &self,
+        id: &ContainerId,
+        dir: &std::path::Path,
+        port_map: &PortMap,
+        from_object: &BTreeMap<String, String>,
+        uid_base: Option<u32>,
+    ) -> Result<Instance, ApiError> {
+        instance::prepare_dir(dir)
+            .map_err(|e| ApiError::Internal(format!("container dir: {e}")))?;
+        if self.settings.isolation == Isolation::Namespaces {
+            crate::image::own_private_dirs(dir, uid_base.unwrap_or(0))
+                .map_err(|e| ApiError::Internal(format!("container dir owners: {e}")))?;
+        }
+        self.spawn(id, dir, port_map, from_object, uid_base).await
     }
 
     async fn spawn(
