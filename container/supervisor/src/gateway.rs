@@ -70,7 +70,11 @@ fn spawn_gateway(app: &App) -> Result<u32, SupervisorError> {
     let run_as = RunAs::for_uid(HERMES_UID);
     let mut cmd = privdrop::contained_command(
         &app.settings.hermes_bin,
-        &["gateway", "run", "--replace", "--external-supervisor"],
+        // `--external-supervisor`: we own restarts (Hermes must not spawn a
+        // detached replacement we cannot track). No `--replace`: it makes
+        // Hermes scan for and kill "orphaned gateways" by process name; we
+        // stop the previous gateway ourselves, by PID, before every start.
+        &["gateway", "run", "--external-supervisor"],
         child_env(app),
         &app.settings.home_dir,
         run_as,

@@ -366,11 +366,27 @@ fn real_hermes_answers_through_the_proxy_streaming_and_not() {
     assert!(!all.contains("[DONE]"));
     assert!(took < Duration::from_secs(9), "{took:?}");
 
+    // Restart (what a re-provision does): the old gateway's pid and lock
+    // files must not block the new one.
+    let (status, restarted) = s.call("POST", "/_control/hermes/start", None);
+    assert_eq!(status, 200, "{restarted}");
+    let pid2 = restarted["pid"].as_u64().unwrap() as u32;
+    assert!(
+        !alive(pid) && group_members(pid).is_empty(),
+        "first gateway survived the restart"
+    );
+    let state = s.wait_ready(true, Duration::from_secs(90));
+    assert_eq!(
+        (state["ready"].clone(), state["pid"].clone()),
+        (json!(true), json!(pid2)),
+        "{state}"
+    );
+
     // Stop: the whole tree goes.
     assert_eq!(s.call("POST", "/_control/hermes/stop", None).0, 200);
     assert!(
-        group_members(pid).is_empty(),
+        group_members(pid2).is_empty(),
         "Hermes processes left behind"
     );
-    assert!(!alive(pid));
+    assert!(!alive(pid2));
 }
