@@ -87,6 +87,8 @@ pub struct App {
     /// start/stop in progress (proxy, readiness, boot-check).
     pub gateway_view: Mutex<GatewaySlot>,
     pub hermes_version: Mutex<Option<String>>,
+    /// Set once the background `hermes --version` was started.
+    pub version_warming: std::sync::atomic::AtomicBool,
     pub image_marker: OnceLock<String>,
 }
 
@@ -101,6 +103,7 @@ impl App {
             gateway: tokio::sync::Mutex::new(GatewaySlot::default()),
             gateway_view: Mutex::new(GatewaySlot::default()),
             hermes_version: Mutex::new(None),
+            version_warming: std::sync::atomic::AtomicBool::new(false),
             image_marker: OnceLock::new(),
         })
     }

@@ -10,6 +10,8 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::process::Stdio;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hermes_protocol::BootCheck;
@@ -121,6 +123,26 @@ pub async fn hermes_version(app: &App) -> Option<String> {
         *cache = Some(v.clone());
     }
     Some(v)
+}
+
+/// Ask for the version in the background once Hermes is ready, so the first
+/// boot-check does not pay for a Python start (~1–2 s). Not earlier: on a
+/// small machine it would compete with Hermes' own start for the CPU.
+pub fn warm_version_cache(app: &Arc<App>) {
+    let cached = app
+        .hermes_version
+        .lock()
+        .map(|v| v.is_some())
+        .unwrap_or(true);
+    if cached || app.version_warming.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    // One background attempt per supervisor: a failure is not retried here
+    // (boot-check itself still asks when nothing is cached).
+    let app = Arc::clone(app);
+    tokio::spawn(async move {
+        let _ = hermes_version(&app).await;
+    });
 }
 
 /// The whole boot-check report.

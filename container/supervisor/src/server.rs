@@ -131,7 +131,13 @@ pub async fn route(
         }
         (path::HERMES_START, Method::POST) => ok_json(&gateway::start(app).await?),
         (path::HERMES_STOP, Method::POST) => ok_json(&gateway::stop(app).await),
-        (path::HERMES_READY, Method::GET) => ok_json(&gateway::ready_state(app).await),
+        (path::HERMES_READY, Method::GET) => {
+            let state = gateway::ready_state(app).await;
+            if state.ready {
+                bootcheck::warm_version_cache(app);
+            }
+            ok_json(&state)
+        }
         (path::BOOT_CHECK, Method::GET) => ok_json(&bootcheck::report(app).await),
         (path::PROBE, Method::POST) => {
             let body: ProbeWrite = read_json(req.into_body()).await?;
