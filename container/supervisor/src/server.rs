@@ -16,7 +16,7 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{header, Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use serde::de::DeserializeOwned;
 use tokio::net::TcpListener;
 
@@ -54,7 +54,12 @@ pub async fn serve(app: Arc<App>) -> std::io::Result<()> {
                     )
                 }
             });
+            // A timer makes hyper enforce its header read timeout, so a
+            // client that never finishes its request head cannot hold a
+            // connection forever.
             let _ = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(std::time::Duration::from_secs(30))
                 .keep_alive(true)
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
