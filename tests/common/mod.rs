@@ -148,6 +148,19 @@ impl WranglerDev {
 
     fn wait_ready(&self, budget: Duration) -> Result<(), String> {
         let deadline = Instant::now() + budget;
+        // wrangler's build watcher always runs the custom build once more
+        // when it becomes ready, and reloads the Worker: requests in flight
+        // then fail with "Your worker restarted mid-request". Wait until
+        // that reload has happened.
+        while Instant::now() < deadline {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            if let Some(i) = log.find("restarting build") {
+                if log[i..].contains("Ready on") {
+                    break;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
         while Instant::now() < deadline {
             // Any HTTP answer from the Worker (our 404 JSON) means ready.
             if let Ok(resp) = Response::get(&format!("{}/", self.base), &[]) {
@@ -245,4 +258,179 @@ impl Response {
     pub fn get(url: &str, headers: &[(&str, &str)]) -> Result<Self, String> {
         Self::send("GET", url, headers, None)
     }
+}
+
+/// A running `hermes-devhost` (the local container runtime).
+pub struct Devhost {
+    child: Child,
+    pub url: String,
+    pub state_dir: TempDir,
+    log: PathBuf,
+}
+
+pub fn devhost_available() -> Result<PathBuf, String> {
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| repo_root().join("target"));
+    let bin = target.join("debug/hermes-devhost");
+    let sup = target.join("debug/hermes-supervisor");
+    if !bin.exists() || !sup.exists() {
+        return Err(
+            "hermes-devhost/hermes-supervisor not built: cargo build --workspace --bins".into(),
+        );
+    }
+    if !repo_root().join(".venv/hermes/bin/hermes").exists() {
+        return Err(".venv/hermes missing: run scripts/setup.sh".into());
+    }
+    Ok(bin)
+}
+
+impl Devhost {
+    pub fn start() -> Result<Self, String> {
+        let bin = devhost_available()?;
+        let state_dir = TempDir::new("devhost");
+        let log = state_dir.path().join("devhost.log");
+        let port = free_port();
+        let out = std::fs::File::create(&log).map_err(|e| e.to_string())?;
+        let err = out.try_clone().map_err(|e| e.to_string())?;
+        let child = Command::new(bin)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .arg("--state-dir")
+            .arg(state_dir.path().join("state"))
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("spawn devhost: {e}"))?;
+        let dh = Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            state_dir,
+            log,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if Response::get(&format!("{}/healthz", dh.url), &[]).is_ok_and(|r| r.status == 200) {
+                return Ok(dh);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Err(format!("devhost not ready: {}", dh.log_tail()))
+    }
+
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(60)..].join("\n")
+    }
+
+    /// Is the agent's container running, according to the runtime?
+    pub fn running(&self, agent: &str) -> bool {
+        let r = Response::get(&format!("{}/containers/agent:{agent}", self.url), &[]).unwrap();
+        r.status == 200 && r.json()["running"] == true
+    }
+}
+
+impl Drop for Devhost {
+    fn drop(&mut self) {
+        let pid = self.child.id() as i32;
+        // SIGTERM: devhost destroys every container it started.
+        // SAFETY: kill(2) on the process group we created.
+        unsafe {
+            libc::kill(-pid, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // SAFETY: as above.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// The whole local stack: devhost + wrangler dev wired to it.
+pub struct Stack {
+    // Field order: wrangler stops before devhost.
+    pub dev: WranglerDev,
+    pub devhost: Devhost,
+    pub secret: String,
+}
+
+impl Stack {
+    /// `extra` are additional KEY=VALUE lines for the Worker's environment.
+    pub fn start(extra: &str) -> Result<Self, String> {
+        let devhost = Devhost::start()?;
+        let secret = random_hex(24);
+        let env = format!(
+            "SERVICE_AUTH_SECRET={secret}\nHERMES_CONTAINER_RUNTIME=devhost\nDEVHOST_URL={}\n{extra}",
+            devhost.url
+        );
+        let dev = WranglerDev::start(&env)?;
+        Ok(Self {
+            dev,
+            devhost,
+            secret,
+        })
+    }
+
+    pub fn bearer(&self) -> String {
+        format!("Bearer {}", self.secret)
+    }
+
+    /// Call a hosted route for `agent` with optional JSON body and extra headers.
+    pub fn call(
+        &self,
+        method: &str,
+        path: &str,
+        agent: &str,
+        body: Option<&str>,
+        extra: &[(&str, &str)],
+    ) -> Response {
+        let bearer = self.bearer();
+        let mut headers = vec![
+            ("authorization", bearer.as_str()),
+            ("x-divinci-agent-id", agent),
+        ];
+        if body.is_some() {
+            headers.push(("content-type", "application/json"));
+        }
+        headers.extend_from_slice(extra);
+        let body = body.or(if method == "POST" { Some("") } else { None });
+        Response::send(method, &self.dev.url(path), &headers, body).unwrap_or_else(|e| {
+            panic!(
+                "{method} {path}: {e}\n{}\n{}",
+                self.dev.log_tail(),
+                self.devhost.log_tail()
+            )
+        })
+    }
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// First file named `name` below `dir` (depth-first).
+pub fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(dir).ok()?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let ft = entry.file_type().ok()?;
+        if ft.is_dir() {
+            if let Some(found) = find_file(&path, name) {
+                return Some(found);
+            }
+        } else if path.file_name().is_some_and(|n| n == name) {
+            return Some(path);
+        }
+    }
+    None
 }
