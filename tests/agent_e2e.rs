@@ -141,7 +141,15 @@ fn chat_boot_check_proxy_probe_and_hostile_input() {
 
     // Hostile input: every answer is a JSON 4xx, never a 5xx.
     let chat = "/hosted/agent/v1/chat/completions";
-    let cases: Vec<(&str, String, Option<String>, Vec<(&str, &str)>, u16, &str)> = vec![
+    type Case<'a> = (
+        &'a str,
+        String,
+        Option<String>,
+        Vec<(&'a str, &'a str)>,
+        u16,
+        &'a str,
+    );
+    let cases: Vec<Case> = vec![
         (
             "POST",
             chat.into(),
