@@ -110,8 +110,14 @@ impl std::fmt::Debug for Provision {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Provision")
             .field("api_server_key", &"<redacted>")
-            .field("provider_env", &self.provider_env.keys().collect::<Vec<_>>())
-            .field("vertex_sa_json", &self.vertex_sa_json.as_ref().map(|_| "<redacted>"))
+            .field(
+                "provider_env",
+                &self.provider_env.keys().collect::<Vec<_>>(),
+            )
+            .field(
+                "vertex_sa_json",
+                &self.vertex_sa_json.as_ref().map(|_| "<redacted>"),
+            )
             .field("default_model", &self.default_model)
             .field("approvals_mode", &self.approvals_mode)
             .field("key_fingerprint", &self.key_fingerprint)
@@ -187,7 +193,8 @@ mod tests {
             api_server_key: "sk-super-secret-gateway-key-0000".into(),
             ..Default::default()
         };
-        p.provider_env.insert("OPENAI_API_KEY".into(), "sk-openai-secret".into());
+        p.provider_env
+            .insert("OPENAI_API_KEY".into(), "sk-openai-secret".into());
         p.vertex_sa_json = Some("{\"private_key\":\"pk\"}".into());
         let shown = format!("{p:?}");
         assert!(!shown.contains("super-secret"), "{shown}");
@@ -199,10 +206,22 @@ mod tests {
     #[test]
     fn approvals_mode_defaults_to_manual() {
         assert_eq!(ApprovalsMode::parse_or_manual(None), ApprovalsMode::Manual);
-        assert_eq!(ApprovalsMode::parse_or_manual(Some("yolo")), ApprovalsMode::Manual);
-        assert_eq!(ApprovalsMode::parse_or_manual(Some(" Smart ")), ApprovalsMode::Smart);
-        assert_eq!(ApprovalsMode::parse_or_manual(Some("off")), ApprovalsMode::Off);
-        assert_eq!(ApprovalsMode::parse_or_manual(Some("")), ApprovalsMode::Manual);
+        assert_eq!(
+            ApprovalsMode::parse_or_manual(Some("yolo")),
+            ApprovalsMode::Manual
+        );
+        assert_eq!(
+            ApprovalsMode::parse_or_manual(Some(" Smart ")),
+            ApprovalsMode::Smart
+        );
+        assert_eq!(
+            ApprovalsMode::parse_or_manual(Some("off")),
+            ApprovalsMode::Off
+        );
+        assert_eq!(
+            ApprovalsMode::parse_or_manual(Some("")),
+            ApprovalsMode::Manual
+        );
     }
 
     #[test]

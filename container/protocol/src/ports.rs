@@ -14,7 +14,12 @@ pub const DASHBOARD_PORT: u16 = 9119;
 pub const EGRESS_GUARD_PORT: u16 = 3128;
 
 /// Ports a terminal user may never expose: they belong to the platform.
-pub const RESERVED_PORTS: [u16; 4] = [CONTROL_PORT, HERMES_API_PORT, DASHBOARD_PORT, EGRESS_GUARD_PORT];
+pub const RESERVED_PORTS: [u16; 4] = [
+    CONTROL_PORT,
+    HERMES_API_PORT,
+    DASHBOARD_PORT,
+    EGRESS_GUARD_PORT,
+];
 
 /// Environment variable names the container runtime sets at start.
 pub mod env {
