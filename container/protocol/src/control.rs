@@ -30,6 +30,21 @@ pub mod path {
     /// Hermes API; the supervisor drops the caller's `authorization` and
     /// injects the per-boot gateway key.
     pub const HERMES_API_PREFIX: &str = "/_control/hermes-api";
+    /// `POST` [`crate::terminal::ExecRequest`] → [`crate::terminal::ExecResult`].
+    pub const TERMINAL_EXEC: &str = "/_control/terminal/exec";
+    /// `POST` [`crate::terminal::GitCloneRequest`] → [`crate::terminal::GitCloneResult`].
+    pub const TERMINAL_GIT_CLONE: &str = "/_control/terminal/git-clone";
+    /// `POST` [`crate::terminal::FileReadRequest`] → [`crate::terminal::FileContent`].
+    pub const TERMINAL_FILE_READ: &str = "/_control/terminal/file/read";
+    /// `POST` [`crate::terminal::FileWriteRequest`] → [`crate::terminal::FileWritten`].
+    pub const TERMINAL_FILE_WRITE: &str = "/_control/terminal/file/write";
+    /// `POST` [`crate::terminal::FileListRequest`] → [`crate::terminal::FileListing`].
+    pub const TERMINAL_FILE_LIST: &str = "/_control/terminal/file/list";
+    /// `POST` [`crate::terminal::ExposePortRequest`] → [`crate::terminal::PortExposed`].
+    pub const TERMINAL_EXPOSE_PORT: &str = "/_control/terminal/expose-port";
+    /// `GET` → [`crate::terminal::TerminalStatus`] (answers even when the
+    /// boundary is down: it says which layer failed).
+    pub const TERMINAL_STATUS: &str = "/_control/terminal/status";
 }
 
 /// Headers of the control API.

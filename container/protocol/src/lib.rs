@@ -10,5 +10,6 @@
 pub mod control;
 pub mod limits;
 pub mod ports;
+pub mod terminal;
 
 pub use control::*;

@@ -22,3 +22,26 @@ pub const SECRET_BYTES: usize = 32;
 /// Largest control-API request body the supervisor accepts (provisioning,
 /// probe). Proxy and file bodies have their own limits.
 pub const CONTROL_BODY_MAX: usize = 1024 * 1024;
+
+/// Terminal `exec` (SPEC §8): command length in characters.
+pub const EXEC_COMMAND_MAX_CHARS: usize = 20_000;
+/// Terminal `exec` timeout: default and clamp range.
+pub const EXEC_TIMEOUT_DEFAULT_MS: u64 = 120_000;
+pub const EXEC_TIMEOUT_MIN_MS: u64 = 1_000;
+pub const EXEC_TIMEOUT_MAX_MS: u64 = 600_000;
+/// Bytes of each output stream kept; the rest is dropped and `truncated` set.
+pub const EXEC_OUTPUT_MAX_BYTES: usize = 100_000;
+/// `git-clone`: depth range and default, and its fixed timeout.
+pub const GIT_DEPTH_DEFAULT: u32 = 1;
+pub const GIT_DEPTH_MAX: u32 = 1_000;
+pub const GIT_CLONE_TIMEOUT_MS: u64 = 300_000;
+/// `file/read`: default and largest `maxBytes`.
+pub const FILE_READ_DEFAULT_BYTES: u64 = 200_000;
+pub const FILE_READ_MAX_BYTES: u64 = 2_000_000;
+/// `file/write`: largest content after decoding.
+pub const FILE_WRITE_MAX_BYTES: usize = 5_000_000;
+/// Largest terminal request body: a 5 000 000-byte file as base64 (6.7 MB)
+/// or as JSON-escaped text, with room for the envelope.
+pub const TERMINAL_BODY_MAX: usize = 32 * 1024 * 1024;
+/// Ports a terminal user may expose (reserved ports excluded separately).
+pub const EXPOSE_PORT_MIN: u16 = 1024;
