@@ -113,6 +113,27 @@ fn chat_boot_check_proxy_probe_and_hostile_input() {
     let resp = stack.call("GET", "/hosted/agent/proxy/health", &a, None, &[]);
     assert_eq!(resp.status, 200, "{}", resp.body);
 
+    // The official openai Python client, pointed at the proxy route.
+    let python = common::repo_root().join(".venv/hermes/bin/python");
+    let out = std::process::Command::new(python)
+        .arg(common::repo_root().join("tests/fixtures/openai_client.py"))
+        .env("BASE_URL", &stack.dev.base)
+        .env("AGENT_ID", &a)
+        .env("SERVICE_SECRET", &stack.secret)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "openai client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        vec!["mock: from the openai client"; 2],
+        "{stdout}"
+    );
+
     // Isolation: markers live in each agent's own container.
     let wa = stack
         .call("POST", "/hosted/agent/probe", &a, None, &[])
@@ -486,4 +507,152 @@ fn a_hung_turn_hits_the_turn_timeout() {
         resp.json()["choices"][0]["message"]["content"],
         "mock: after"
     );
+}
+
+/// Host pids of the processes running as `uid` (host view).
+fn pids_of_uid(uid: u64) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+            continue;
+        };
+        let real_uid = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|l| l.split_whitespace().next());
+        if real_uid.and_then(|u| u.parse::<u64>().ok()) == Some(uid) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+#[test]
+fn faults_hermes_killed_mid_stream_and_supervisor_killed() {
+    if !common::is_root() {
+        eprintln!("SKIP faults test: finding and killing the container's processes needs root");
+        return;
+    }
+    let stack = require_or_skip!(Stack::start(""));
+    let agent = random_agent();
+    let first = stack
+        .call("GET", "/hosted/agent/boot-check", &agent, None, &[])
+        .json();
+    assert_eq!(first["nonRoot"], true, "{first}");
+    let info = Response::get(
+        &format!("{}/containers/agent:{agent}", stack.devhost.url),
+        &[],
+    )
+    .unwrap()
+    .json();
+    let uid_base = info["uidBase"]
+        .as_u64()
+        .expect("devhost reports the container's uid base");
+
+    // Kill Hermes while a stream is flowing: the client sees a clean end
+    // with an error event, never a hang.
+    let bearer = stack.bearer();
+    let resp = ureq::post(&stack.dev.url("/hosted/agent/v1/chat/completions"))
+        .set("authorization", &bearer)
+        .set("x-divinci-agent-id", &agent)
+        .set("content-type", "application/json")
+        .send_string(&chat_body(
+            &format!("{} [mock:slow=300]", "word ".repeat(60)),
+            true,
+        ))
+        .unwrap();
+    let mut reader = resp.into_reader();
+    let mut buf = [0u8; 4096];
+    let mut text = String::new();
+    while !text.contains("mock") {
+        let n = reader.read(&mut buf).unwrap();
+        assert!(n > 0, "stream ended before the first content chunk: {text}");
+        text.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    let hermes = pids_of_uid(uid_base + 10001);
+    assert!(
+        !hermes.is_empty(),
+        "no Hermes process found at host uid {}",
+        uid_base + 10001
+    );
+    for pid in &hermes {
+        // SAFETY: kill(2) on pids we just read.
+        unsafe {
+            libc::kill(*pid, libc::SIGKILL);
+        }
+    }
+    let killed_at = Instant::now();
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => text.push_str(&String::from_utf8_lossy(&buf[..n])),
+        }
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(20),
+            "stream hangs after Hermes died"
+        );
+    }
+    assert!(
+        !text.contains("[DONE]"),
+        "a killed turn must not look complete"
+    );
+    assert!(
+        text.contains("error"),
+        "the stream must end with an error event: {text}"
+    );
+
+    // The agent recovers: the next requests restart Hermes in the same container.
+    let mut recovered = None;
+    for _ in 0..3 {
+        let resp = stack.call(
+            "POST",
+            "/hosted/agent/v1/chat/completions",
+            &agent,
+            Some(&chat_body("again", false)),
+            &[],
+        );
+        assert!(resp.body.starts_with('{'), "not JSON: {}", resp.body);
+        if resp.status == 200 {
+            recovered = Some(resp);
+            break;
+        }
+    }
+    let resp = recovered.expect("the agent did not recover after Hermes was killed");
+    assert_eq!(
+        resp.json()["choices"][0]["message"]["content"],
+        "mock: again"
+    );
+    let check = stack
+        .call("GET", "/hosted/agent/boot-check", &agent, None, &[])
+        .json();
+    assert_eq!(
+        check["bootId"], first["bootId"],
+        "Hermes restarts without a new container"
+    );
+
+    // Kill the supervisor (PID 1 of the container): the object notices and
+    // boots a new container on the next request.
+    let resp = Response::send(
+        "POST",
+        &format!("{}/containers/agent:{agent}/signal", stack.devhost.url),
+        &[("content-type", "application/json")],
+        Some("{\"signal\":9}"),
+    )
+    .unwrap();
+    assert_eq!(resp.status, 200, "{}", resp.body);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stack.devhost.running(&agent) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let check = stack.call("GET", "/hosted/agent/boot-check", &agent, None, &[]);
+    assert_eq!(check.status, 200, "{}", check.body);
+    let check = check.json();
+    assert_ne!(
+        check["bootId"], first["bootId"],
+        "a new boot after the supervisor died"
+    );
+    assert_eq!(check["nonRoot"], true);
 }

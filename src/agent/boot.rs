@@ -167,7 +167,13 @@ impl Lifecycle {
         want: Option<&DesiredKeys>,
     ) -> Result<BootRecord, ApiError> {
         if let Some(boot) = self.fast_path(want) {
-            return Ok(boot);
+            // One cheap check per request: a container that died (or was
+            // killed) since it was verified is noticed here, not by a
+            // failing proxied call.
+            match cx.runtime.running().await {
+                Ok(true) => return Ok(boot),
+                Ok(false) | Err(_) => self.invalidate(),
+            }
         }
         let seen = self.generation.get();
         let _guard = self.lock.lock().await;
@@ -215,9 +221,13 @@ impl Lifecycle {
         let sql = cx.sql();
         if let Some(mut boot) = storage::current_boot(&sql).map_err(internal)? {
             match self.verify(cx, &boot).await {
-                Ok(()) => {
+                Ok(hermes_ready) => {
                     let needs_keys = want.is_some_and(|k| k.fingerprint != boot.key_fingerprint);
-                    if needs_keys || boot.status != "ready" {
+                    // Hermes not answering (crashed, or a restarted
+                    // supervisor lost its provisioning): provision again,
+                    // it is idempotent, then start.
+                    let provision = needs_keys || !hermes_ready;
+                    if provision || boot.status != "ready" {
                         let keys = match want {
                             Some(k) => DesiredKeys {
                                 set: k.set.clone(),
@@ -231,7 +241,7 @@ impl Lifecycle {
                         };
                         // Keys changed or Hermes was stopped: provision and
                         // (re)start Hermes in the running container.
-                        self.provision_and_start(cx, &boot, &keys, needs_keys)
+                        self.provision_and_start(cx, &boot, &keys, provision)
                             .await
                             .map_err(|e| e.into_api(cx.agent))?;
                         storage::set_boot_status(
@@ -269,7 +279,8 @@ impl Lifecycle {
     }
 
     /// Is the recorded boot's container running and its supervisor ours?
-    async fn verify(&self, cx: &Ctx<'_>, boot: &BootRecord) -> Result<(), String> {
+    /// Returns whether Hermes' API is answering.
+    async fn verify(&self, cx: &Ctx<'_>, boot: &BootRecord) -> Result<bool, String> {
         if !cx.runtime.running().await? {
             return Err("container is not running".into());
         }
@@ -292,7 +303,15 @@ impl Lifecycle {
                 health.boot_id, boot.boot_id
             ));
         }
-        Ok(())
+        let state: HermesState = retry(&policy, &mut CryptoJitter, sleep, |_| async {
+            client
+                .call::<HermesState>("GET", path::HERMES_READY, None)
+                .await
+                .map_err(ControlFailure::into_attempt)
+        })
+        .await
+        .map_err(retry_message)?;
+        Ok(state.ready)
     }
 
     async fn fresh_boot(
