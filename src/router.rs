@@ -15,6 +15,41 @@ pub enum Route {
     /// `ALL /hosted/agent/proxy/*`: the raw sub-path is taken from the URL.
     Proxy,
     Chat,
+    Terminal(TerminalOp),
+}
+
+/// Operations of the virtual terminal (SPEC §8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TerminalOp {
+    Exec,
+    GitClone,
+    FileRead,
+    FileWrite,
+    FileList,
+    ExposePort,
+    Status,
+}
+
+impl TerminalOp {
+    /// The supervisor's control path for this operation.
+    pub fn control_path(self) -> &'static str {
+        use hermes_protocol::path;
+        match self {
+            Self::Exec => path::TERMINAL_EXEC,
+            Self::GitClone => path::TERMINAL_GIT_CLONE,
+            Self::FileRead => path::TERMINAL_FILE_READ,
+            Self::FileWrite => path::TERMINAL_FILE_WRITE,
+            Self::FileList => path::TERMINAL_FILE_LIST,
+            Self::ExposePort => path::TERMINAL_EXPOSE_PORT,
+            Self::Status => path::TERMINAL_STATUS,
+        }
+    }
+
+    /// Only the status read is retried; every other operation has side
+    /// effects (or runs user code) and gets exactly one attempt.
+    pub fn retryable(self) -> bool {
+        matches!(self, Self::Status)
+    }
 }
 
 /// The result of routing.
@@ -56,6 +91,25 @@ pub fn route(method: &str, path: &str) -> RouteMatch {
         "/hosted/agent/stop" => only(method, &["POST"], Route::Stop),
         "/hosted/agent/evict" => only(method, &["POST"], Route::Evict),
         "/hosted/agent/v1/chat/completions" => only(method, &["POST"], Route::Chat),
+        "/hosted/agent/terminal/exec" => only(method, &["POST"], Route::Terminal(TerminalOp::Exec)),
+        "/hosted/agent/terminal/git-clone" => {
+            only(method, &["POST"], Route::Terminal(TerminalOp::GitClone))
+        }
+        "/hosted/agent/terminal/file/read" => {
+            only(method, &["POST"], Route::Terminal(TerminalOp::FileRead))
+        }
+        "/hosted/agent/terminal/file/write" => {
+            only(method, &["POST"], Route::Terminal(TerminalOp::FileWrite))
+        }
+        "/hosted/agent/terminal/file/list" => {
+            only(method, &["POST"], Route::Terminal(TerminalOp::FileList))
+        }
+        "/hosted/agent/terminal/expose-port" => {
+            only(method, &["POST"], Route::Terminal(TerminalOp::ExposePort))
+        }
+        "/hosted/agent/terminal/status" => {
+            only(method, &["GET"], Route::Terminal(TerminalOp::Status))
+        }
         _ => RouteMatch::NotFound,
     }
 }
@@ -110,6 +164,27 @@ mod tests {
             RouteMatch::Found(Route::Proxy)
         );
         assert_eq!(route("GET", "/hosted/agent/proxyx"), RouteMatch::NotFound);
+        assert_eq!(
+            route("POST", "/hosted/agent/terminal/exec"),
+            RouteMatch::Found(Route::Terminal(TerminalOp::Exec))
+        );
+        assert_eq!(
+            route("GET", "/hosted/agent/terminal/exec"),
+            RouteMatch::MethodNotAllowed(&["POST"])
+        );
+        assert_eq!(
+            route("GET", "/hosted/agent/terminal/status"),
+            RouteMatch::Found(Route::Terminal(TerminalOp::Status))
+        );
+        assert_eq!(
+            route("POST", "/hosted/agent/terminal/file/nope"),
+            RouteMatch::NotFound
+        );
+        assert!(
+            TerminalOp::Status.retryable()
+                && !TerminalOp::Exec.retryable()
+                && !TerminalOp::FileWrite.retryable()
+        );
     }
 
     #[test]

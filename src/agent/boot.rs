@@ -414,6 +414,8 @@ impl Lifecycle {
         retry(&start_policy, &mut CryptoJitter, sleep, |_| async {
             cx.runtime.start(&env).await.map_err(|m| {
                 let f = ControlFailure {
+                    code: None,
+                    detail: None,
                     retryable: crate::container_error::classify(&m).retryable(),
                     status: None,
                     message: m,
@@ -435,6 +437,8 @@ impl Lifecycle {
         let health: Health = retry(&poll, &mut CryptoJitter, sleep, |_| async {
             if now_ms() > deadline {
                 return Err(AttemptError::Fatal(ControlFailure {
+                    code: None,
+                    detail: None,
                     retryable: false,
                     status: None,
                     message: "boot budget exhausted".into(),
@@ -515,6 +519,8 @@ impl Lifecycle {
         retry(&poll, &mut CryptoJitter, sleep, |_| async {
             if now_ms() > deadline {
                 return Err(AttemptError::Fatal(ControlFailure {
+                    code: None,
+                    detail: None,
                     retryable: false,
                     status: None,
                     message: "boot budget exhausted".into(),
@@ -528,9 +534,13 @@ impl Lifecycle {
                 Ok(s) if s.status == "stopped" => Err(AttemptError::Fatal(ControlFailure {
                     retryable: false,
                     status: None,
+                    code: None,
+                    detail: None,
                     message: "Hermes exited during start (see supervisor log)".into(),
                 })),
                 Ok(s) => Err(AttemptError::Retryable(ControlFailure {
+                    code: None,
+                    detail: None,
                     retryable: true,
                     status: None,
                     message: format!("Hermes {}", s.status),

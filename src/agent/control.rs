@@ -25,6 +25,9 @@ pub struct ControlFailure {
     pub retryable: bool,
     /// HTTP status of the supervisor's answer, when there was one.
     pub status: Option<u16>,
+    /// The supervisor's error code and message, when it answered with one.
+    pub code: Option<String>,
+    pub detail: Option<String>,
     pub message: String,
 }
 
@@ -38,11 +41,15 @@ impl ControlFailure {
     fn from_call(e: CallError) -> Self {
         match e {
             CallError::TimedOut => Self {
+                code: None,
+                detail: None,
                 retryable: true,
                 status: None,
                 message: "control call timed out".into(),
             },
             CallError::Failed(m) => Self {
+                code: None,
+                detail: None,
                 retryable: classify(&m) != ContainerFailure::Permanent,
                 status: None,
                 message: m,
@@ -82,7 +89,22 @@ impl ControlClient<'_> {
         control_path: &str,
         body: Option<String>,
     ) -> Result<T, ControlFailure> {
+        self.call_timed(method, control_path, body, CONTROL_CALL_TIMEOUT)
+            .await
+    }
+
+    /// [`Self::call`] with an explicit timeout (terminal operations run
+    /// user commands for up to minutes).
+    pub async fn call_timed<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        control_path: &str,
+        body: Option<String>,
+        timeout: Duration,
+    ) -> Result<T, ControlFailure> {
         let fail = |m: String| ControlFailure {
+            code: None,
+            detail: None,
             retryable: false,
             status: None,
             message: m,
@@ -99,10 +121,12 @@ impl ControlClient<'_> {
             body.map(|b| JsValue::from_str(&b)),
             &controller,
         );
-        let outcome = race(call, CONTROL_CALL_TIMEOUT).await;
+        let outcome = race(call, timeout).await;
         let mut resp = abort_on_timeout(outcome, controller).map_err(ControlFailure::from_call)?;
         let status = resp.status_code();
         let text = resp.text().await.map_err(|e| ControlFailure {
+            code: None,
+            detail: None,
             retryable: true,
             status: Some(status),
             message: e.to_string(),
@@ -118,6 +142,8 @@ impl ControlClient<'_> {
             .unwrap_or_else(|_| text.chars().take(200).collect());
         let retryable = status >= 500 || classify(&detail) == ContainerFailure::Transient;
         Err(ControlFailure {
+            code: None,
+            detail: None,
             retryable,
             status: Some(status),
             message: format!("{control_path}: {status} {detail}"),

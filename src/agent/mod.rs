@@ -34,7 +34,7 @@ use crate::proxy_path::{
     self, CHAT_FORWARDED_HEADERS, PROXY_FORWARDED_HEADERS, SESSION_KEY_HEADER, TRIGGER_HEADER,
 };
 use crate::retry::{retry, RetryPolicy};
-use crate::router::{self, Route, RouteMatch};
+use crate::router::{self, Route, RouteMatch, TerminalOp};
 use crate::settings;
 
 /// Largest chat request body accepted.
@@ -116,6 +116,7 @@ impl HermesAgent {
             Route::Evict => self.handle_evict(&cx).await,
             Route::Proxy => self.handle_proxy(&cx, req).await,
             Route::Chat => self.handle_chat(&cx, req).await,
+            Route::Terminal(op) => self.handle_terminal(&cx, op, req).await,
         })
     }
 
@@ -411,6 +412,88 @@ impl HermesAgent {
         .await
     }
 
+    /// `/hosted/agent/terminal/*`: forwarded to the supervisor, which runs
+    /// the operation as the terminal user under every containment layer
+    /// (and answers 503 `terminal_unavailable` naming the layer otherwise).
+    /// One attempt except for `status`.
+    async fn handle_terminal(&self, cx: &Ctx<'_>, op: TerminalOp, mut req: Request) -> Answer {
+        let token = self.ready_client(cx, None).await?;
+        let client = ControlClient {
+            runtime: cx.runtime,
+            token: &token,
+        };
+        let attempts = if op.retryable() {
+            RetryPolicy::default().attempts()
+        } else {
+            1
+        };
+        let policy = RetryPolicy::with_attempts(attempts).with_attempt_timeout(TERMINAL_TIMEOUT);
+        let body =
+            match op {
+                TerminalOp::Status => None,
+                _ => {
+                    let bytes = req.bytes().await.map_err(|e| {
+                        ApiError::new(ErrorCode::BadRequest, format!("unreadable body: {e}"))
+                    })?;
+                    if bytes.len() > hermes_protocol::limits::TERMINAL_BODY_MAX {
+                        return Err(ApiError::new(
+                            ErrorCode::PayloadTooLarge,
+                            "terminal request body too large",
+                        ));
+                    }
+                    Some(String::from_utf8(bytes).map_err(|_| {
+                        ApiError::new(ErrorCode::BadRequest, "body must be UTF-8 JSON")
+                    })?)
+                }
+            };
+        let method = if op == TerminalOp::Status {
+            "GET"
+        } else {
+            "POST"
+        };
+        let result = retry(
+            &policy,
+            &mut boot::CryptoJitter,
+            worker::Delay::from,
+            |_| {
+                let body = body.clone();
+                let client = &client;
+                async move {
+                    client
+                        .call_timed::<serde_json::Value>(
+                            method,
+                            op.control_path(),
+                            body,
+                            TERMINAL_TIMEOUT,
+                        )
+                        .await
+                        .map_err(|f| {
+                            if op.retryable() {
+                                f.into_attempt()
+                            } else {
+                                crate::retry::AttemptError::Fatal(f)
+                            }
+                        })
+                }
+            },
+        )
+        .await;
+        match result {
+            Ok(mut value) => {
+                if let Some(obj) = value.as_object_mut() {
+                    obj.insert("ok".into(), true.into());
+                    obj.insert("agentId".into(), cx.agent.as_str().into());
+                }
+                answer(ok_json(&value))
+            }
+            Err(crate::retry::RetryError::Failed { error, .. }) => Err(terminal_error(error)),
+            Err(crate::retry::RetryError::TimedOut { .. }) => Err(ApiError::new(
+                ErrorCode::TerminalError,
+                "terminal operation timed out",
+            )),
+        }
+    }
+
     async fn forward(
         &self,
         cx: &Ctx<'_>,
@@ -446,6 +529,21 @@ impl HermesAgent {
             }
         }
     }
+}
+
+/// Upper bound of one terminal operation (exec allows 600 s, plus margin).
+const TERMINAL_TIMEOUT: Duration = Duration::from_secs(660);
+
+/// Map the supervisor's terminal failure to the edge's error model: its
+/// client errors and "unavailable" keep their code and message, anything
+/// else is a 502 `terminal_error`.
+fn terminal_error(f: ControlFailure) -> ApiError {
+    let code = match (f.status, f.code.as_deref()) {
+        (Some(400), _) | (Some(413), _) => ErrorCode::BadRequest,
+        (Some(503), Some("terminal_unavailable")) => ErrorCode::TerminalUnavailable,
+        _ => ErrorCode::TerminalError,
+    };
+    ApiError::new(code, f.detail.unwrap_or(f.message))
 }
 
 fn answer(r: Result<Response>) -> Answer {
