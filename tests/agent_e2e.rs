@@ -316,7 +316,15 @@ fn chat_boot_check_proxy_probe_and_hostile_input() {
         ),
         (
             "GET",
-            "/hosted/agent/terminal/status".into(),
+            "/hosted/agent/terminal/exec".into(),
+            None,
+            vec![],
+            405,
+            "method_not_allowed",
+        ),
+        (
+            "POST",
+            "/hosted/agent/terminal/nope".into(),
             None,
             vec![],
             404,
