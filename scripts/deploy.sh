@@ -165,7 +165,8 @@ docker_engine() {
 }
 
 # wrangler.toml without its [[containers]] tables and [build] (already
-# built), with an absolute `main`, for a bundle-only dry run.
+# built), with an absolute `main` (the copy lives in the scratch dir), for
+# a bundle-only dry run.
 config_without_containers() { # out
   awk -v main="$ROOT/build/worker/shim.mjs" '
     /^\[\[([a-z]+\.)*containers\]\]/ { skip = 1; next }
@@ -193,8 +194,7 @@ check_config() {
     step_n 4 "wrangler deploy --dry-run --env $ENV_NAME — Worker bundle only"
     echo "    NOTE: no Docker engine here, so the container image (container/Dockerfile) is NOT checked:" >&2
     echo "    dry-running a copy of wrangler.toml without [[containers]]. CI's image job builds the image." >&2
-    local cfg="$ROOT/build/deploy-check/wrangler.toml"
-    mkdir -p "$(dirname "$cfg")"
+    local cfg="$SCRATCH/wrangler.toml"
     config_without_containers "$cfg"
     wrangler_ni deploy --dry-run --config "$cfg" --env "$ENV_NAME" --outdir "$SCRATCH/dry-run" \
       || fail "the bundle-only dry run failed (see wrangler's output above)" \
