@@ -57,4 +57,12 @@ pub mod env {
     /// root-only); holds the probe marker `probe-marker`. Give every
     /// container its own.
     pub const STATE_DIR: &str = "HERMES_STATE_DIR";
+    /// The terminal's workspace (default `/workspace`, owned by uid 10002).
+    pub const WORKSPACE_DIR: &str = "HERMES_WORKSPACE_DIR";
+    /// RLIMIT_FSIZE of terminal processes in bytes (default 1 GiB).
+    pub const TERMINAL_MAX_FILE_BYTES: &str = "HERMES_TERMINAL_MAX_FILE_BYTES";
+    /// World-writable directory outside the workspace that the terminal
+    /// self-test must fail to write into (proves Landlock is enforced;
+    /// default `/var/tmp/hermes-edge-landlock-canary`).
+    pub const LANDLOCK_CANARY_DIR: &str = "HERMES_LANDLOCK_CANARY_DIR";
 }

@@ -90,6 +90,8 @@ pub struct App {
     /// Set once the background `hermes --version` was started.
     pub version_warming: std::sync::atomic::AtomicBool,
     pub image_marker: OnceLock<String>,
+    /// The virtual terminal's boundary and records for this boot.
+    pub terminal: crate::terminal::TerminalState,
 }
 
 impl App {
@@ -105,6 +107,7 @@ impl App {
             hermes_version: Mutex::new(None),
             version_warming: std::sync::atomic::AtomicBool::new(false),
             image_marker: OnceLock::new(),
+            terminal: crate::terminal::TerminalState::default(),
         })
     }
 

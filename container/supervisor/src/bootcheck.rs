@@ -150,15 +150,7 @@ pub async fn report(app: &App) -> BootCheck {
     let pid = gateway::live_pid(app);
     let uids = pid.and_then(procfs::uids);
     let uid = uids.map(|u| u[0]);
-    let terminal_boundary: BTreeMap<String, String> = TERMINAL_LAYERS
-        .iter()
-        .map(|l| {
-            (
-                (*l).to_owned(),
-                "not_established: terminal not yet implemented".to_owned(),
-            )
-        })
-        .collect();
+    let terminal_boundary: BTreeMap<String, String> = crate::terminal::boot_check_layers(app);
     BootCheck {
         ok: true,
         gateway_pid: pid,

@@ -55,6 +55,18 @@ pub struct Settings {
     pub state_dir: PathBuf,
     /// `HERMES_MOCK_MODEL_URL`: model provider when no key is provisioned.
     pub mock_model_url: Option<String>,
+    /// `HERMES_WORKSPACE_DIR` (default `/workspace`): the terminal's files.
+    pub workspace_dir: PathBuf,
+    /// `EGRESS_ALLOWED_HOSTS` as set (unset = default list, set but empty
+    /// = deny all), handed to the egress guard unchanged.
+    pub egress_allowlist: Option<String>,
+    /// `HERMES_TERMINAL_MAX_FILE_BYTES` (default 1 GiB): RLIMIT_FSIZE of
+    /// terminal processes.
+    pub terminal_max_file_bytes: u64,
+    /// `HERMES_LANDLOCK_CANARY_DIR` (default
+    /// `/var/tmp/hermes-edge-landlock-canary`): a world-writable directory
+    /// outside the workspace that the self-test must fail to write into.
+    pub landlock_canary_dir: PathBuf,
 }
 
 /// Why the supervisor refuses to start.
@@ -87,6 +99,15 @@ fn scrub_initial_env_value(name: &str) {
         for i in 0..len {
             std::ptr::write_volatile(value.add(i), 0);
         }
+    }
+}
+
+/// An absolute, already-normalised path (the workspace check compares
+/// components, so `..` or a relative root would defeat it).
+fn absolute(name: &'static str, p: PathBuf) -> Result<PathBuf, ConfigError> {
+    match crate::terminal::paths::normalise(&p) {
+        Ok(n) if p.is_absolute() && n == p => Ok(n),
+        Ok(_) | Err(_) => Err(ConfigError::Invalid(name, "normalised absolute path")),
     }
 }
 
@@ -146,6 +167,25 @@ impl Settings {
             requirements: path(env::REQUIREMENTS, "/opt/hermes/requirements.txt"),
             state_dir: path(env::STATE_DIR, "/var/lib/hermes-edge"),
             mock_model_url: get(env::MOCK_MODEL_URL),
+            workspace_dir: absolute(env::WORKSPACE_DIR, path(env::WORKSPACE_DIR, "/workspace"))?,
+            egress_allowlist: lookup(hermes_egress::allowlist::ENV_VAR),
+            terminal_max_file_bytes: match get(env::TERMINAL_MAX_FILE_BYTES) {
+                None => 1 << 30,
+                Some(v) => {
+                    v.trim()
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or(ConfigError::Invalid(
+                            env::TERMINAL_MAX_FILE_BYTES,
+                            "byte count",
+                        ))?
+                }
+            },
+            landlock_canary_dir: path(
+                env::LANDLOCK_CANARY_DIR,
+                "/var/tmp/hermes-edge-landlock-canary",
+            ),
         })
     }
 

@@ -41,6 +41,12 @@ pub enum SupervisorError {
     /// The caller's deadline expired before Hermes answered.
     #[error("the turn deadline expired before Hermes answered")]
     TurnTimeout,
+    /// A terminal containment layer is not established for this boot.
+    #[error("terminal unavailable: {0}")]
+    TerminalUnavailable(String),
+    /// A terminal operation failed for a reason other than bad input.
+    #[error("terminal operation failed: {0}")]
+    Terminal(String),
     /// A bug or an OS failure inside the supervisor.
     #[error("internal error: {0}")]
     Internal(String),
@@ -60,6 +66,14 @@ impl SupervisorError {
             Self::SpawnFailed(_) => (StatusCode::INTERNAL_SERVER_ERROR, "spawn_failed"),
             Self::Gateway(_) => (StatusCode::BAD_GATEWAY, "gateway_error"),
             Self::TurnTimeout => (StatusCode::GATEWAY_TIMEOUT, "turn_timeout"),
+            Self::TerminalUnavailable(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                hermes_protocol::terminal::ERROR_TERMINAL_UNAVAILABLE,
+            ),
+            Self::Terminal(_) => (
+                StatusCode::BAD_GATEWAY,
+                hermes_protocol::terminal::ERROR_TERMINAL_ERROR,
+            ),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }

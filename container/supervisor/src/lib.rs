@@ -23,6 +23,7 @@ pub mod provision;
 pub mod proxy;
 pub mod reaper;
 pub mod server;
+pub mod terminal;
 pub mod upstream;
 
 use std::process::ExitCode;
@@ -41,6 +42,18 @@ async fn shut_down(app: &app::App) -> std::io::Result<()> {
 /// is tied to the thread that forked it, and the one runtime thread lives as
 /// long as the process; it also keeps the supervisor small.
 pub fn run() -> ExitCode {
+    // Re-executed helper modes (terminal file work and self-test as the
+    // terminal user; the egress guard as its uid) never read the control
+    // token and never serve the control API.
+    match std::env::args_os()
+        .nth(1)
+        .as_deref()
+        .and_then(|a| a.to_str())
+    {
+        Some(terminal::helper::HELPER_ARG) => return terminal::helper::main(),
+        Some(terminal::guard::GUARD_ARG) => return terminal::guard::main(),
+        Some(_) | None => {}
+    }
     let settings = match config::Settings::from_env() {
         Ok(s) => s,
         Err(e) => {

@@ -10,7 +10,12 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use hermes_protocol::{limits::CONTROL_BODY_MAX, path, Activity, Health, ProbeWrite, Provision};
+use hermes_protocol::limits::{CONTROL_BODY_MAX, TERMINAL_BODY_MAX};
+use hermes_protocol::terminal::{
+    ExecRequest, ExposePortRequest, FileListRequest, FileReadRequest, FileWriteRequest,
+    GitCloneRequest,
+};
+use hermes_protocol::{path, Activity, Health, ProbeWrite, Provision};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -23,7 +28,7 @@ use tokio::net::TcpListener;
 use crate::app::App;
 use crate::body::ResponseBody;
 use crate::error::{json_response, SupervisorError};
-use crate::{auth, bootcheck, gateway, probe, provision, proxy};
+use crate::{auth, bootcheck, gateway, probe, provision, proxy, terminal};
 
 /// Bind the control port and serve forever.
 pub async fn serve(app: Arc<App>) -> std::io::Result<()> {
@@ -32,6 +37,13 @@ pub async fn serve(app: Arc<App>) -> std::io::Result<()> {
     // The first stdout line is part of the contract: devhost and the tests
     // read the bound port from it when they asked for port 0.
     println!("hermes-supervisor: control API listening on {local}");
+    // Establish and self-test the terminal boundary in the background now
+    // that the port the probe must fail to reach exists.
+    let _ = app.terminal.control_port.set(local.port());
+    let early = Arc::clone(&app);
+    tokio::spawn(async move {
+        let _ = crate::terminal::boundary(&early).await;
+    });
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(conn) => conn,
@@ -73,25 +85,32 @@ pub async fn serve(app: Arc<App>) -> std::io::Result<()> {
 const DRAIN_MAX: usize = 8 * CONTROL_BODY_MAX;
 const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
-async fn read_json<T: DeserializeOwned>(mut body: Incoming) -> Result<T, SupervisorError> {
+async fn read_json<T: DeserializeOwned>(body: Incoming) -> Result<T, SupervisorError> {
+    read_json_limited(body, CONTROL_BODY_MAX).await
+}
+
+async fn read_json_limited<T: DeserializeOwned>(
+    mut body: Incoming,
+    limit: usize,
+) -> Result<T, SupervisorError> {
     let unreadable = || SupervisorError::BadRequest("request body could not be read".into());
     let mut bytes = Vec::new();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|_| unreadable())?;
         if let Some(data) = frame.data_ref() {
             bytes.extend_from_slice(data);
-            if bytes.len() > CONTROL_BODY_MAX {
+            if bytes.len() > limit {
                 let drain = async {
                     let mut seen = bytes.len();
                     while let Some(Ok(frame)) = body.frame().await {
                         seen += frame.data_ref().map_or(0, |d| d.len());
-                        if seen > DRAIN_MAX {
+                        if seen > DRAIN_MAX.max(limit) {
                             break;
                         }
                     }
                 };
                 let _ = tokio::time::timeout(DRAIN_TIMEOUT, drain).await;
-                return Err(SupervisorError::PayloadTooLarge(CONTROL_BODY_MAX));
+                return Err(SupervisorError::PayloadTooLarge(limit));
             }
         }
     }
@@ -149,6 +168,32 @@ pub async fn route(
             ok_json(&probe::write(app, &body)?)
         }
         (path::PROBE, Method::GET) => ok_json(&probe::read(app)?),
+        (path::TERMINAL_EXEC, Method::POST) => {
+            let body: ExecRequest = read_json(req.into_body()).await?;
+            ok_json(&terminal::ops::exec(app, &body).await?)
+        }
+        (path::TERMINAL_GIT_CLONE, Method::POST) => {
+            let body: GitCloneRequest = read_json(req.into_body()).await?;
+            ok_json(&terminal::git::clone(app, &body).await?)
+        }
+        (path::TERMINAL_FILE_READ, Method::POST) => {
+            let body: FileReadRequest = read_json(req.into_body()).await?;
+            ok_json(&terminal::ops::file_read(app, &body).await?)
+        }
+        (path::TERMINAL_FILE_WRITE, Method::POST) => {
+            let body: FileWriteRequest =
+                read_json_limited(req.into_body(), TERMINAL_BODY_MAX).await?;
+            ok_json(&terminal::ops::file_write(app, &body).await?)
+        }
+        (path::TERMINAL_FILE_LIST, Method::POST) => {
+            let body: FileListRequest = read_json(req.into_body()).await?;
+            ok_json(&terminal::ops::file_list(app, &body).await?)
+        }
+        (path::TERMINAL_EXPOSE_PORT, Method::POST) => {
+            let body: ExposePortRequest = read_json(req.into_body()).await?;
+            ok_json(&terminal::expose_port(app, &body).await?)
+        }
+        (path::TERMINAL_STATUS, Method::GET) => ok_json(&terminal::status(app).await),
         (path::ACTIVITY, Method::GET) => ok_json(&Activity {
             ok: true,
             in_flight: app.activity.in_flight(),
@@ -162,7 +207,14 @@ pub async fn route(
             | path::HERMES_READY
             | path::BOOT_CHECK
             | path::PROBE
-            | path::ACTIVITY,
+            | path::ACTIVITY
+            | path::TERMINAL_EXEC
+            | path::TERMINAL_GIT_CLONE
+            | path::TERMINAL_FILE_READ
+            | path::TERMINAL_FILE_WRITE
+            | path::TERMINAL_FILE_LIST
+            | path::TERMINAL_EXPOSE_PORT
+            | path::TERMINAL_STATUS,
             _,
         ) => Err(SupervisorError::MethodNotAllowed),
         _ => Err(SupervisorError::NotFound),

@@ -121,6 +121,8 @@ impl Supervisor {
             .env("HERMES_API_PORT", api_port.to_string())
             .env("HERMES_HOME_DIR", root.join("home"))
             .env("HERMES_STATE_DIR", root.join("state"))
+            .env("HERMES_WORKSPACE_DIR", root.join("workspace"))
+            .env("HERMES_LANDLOCK_CANARY_DIR", root.join("canary"))
             .env("HERMES_BIN", &opts.hermes_bin)
             .env(
                 "HERMES_REQUIREMENTS",
