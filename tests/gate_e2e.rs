@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{random_agent, random_hex, Response, WranglerDev};
+use common::{random_agent, random_hex, Response, Stack, WranglerDev};
 
 fn call(dev: &WranglerDev, method: &str, path: &str, headers: &[(&str, &str)]) -> Response {
     let body = if method == "POST" { Some("") } else { None };
@@ -51,11 +51,12 @@ fn unconfigured_worker_refuses_everything_even_the_next_secret() {
 
 #[test]
 fn gate_routing_and_isolation() {
-    let primary = random_hex(24);
+    // The probe marker lives in each agent's container: the full local
+    // stack (devhost + supervisor + Hermes) runs behind the gate.
     let next = random_hex(24);
-    let dev = require_or_skip!(WranglerDev::start(&format!(
-        "SERVICE_AUTH_SECRET={primary}\nSERVICE_AUTH_SECRET_NEXT={next}\n"
-    )));
+    let stack = require_or_skip!(Stack::start(&format!("SERVICE_AUTH_SECRET_NEXT={next}\n")));
+    let dev = &stack.dev;
+    let primary = stack.secret.clone();
     let good = format!("Bearer {primary}");
     let rotated = format!("Bearer {next}");
     let wrong = format!("Bearer {}", random_hex(24));

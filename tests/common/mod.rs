@@ -92,6 +92,45 @@ macro_rules! require_or_skip {
     };
 }
 
+/// wrangler.toml as the tests run it: the same Worker bundle, bindings and
+/// migrations, with absolute paths and without the `[build]` step. The
+/// build's file watcher re-runs the build and reloads the Worker at a
+/// moment of its choosing, failing requests in flight ("Your worker
+/// restarted mid-request"); the harness builds once beforehand instead
+/// (scripts/test.sh runs scripts/build-worker.sh).
+pub fn test_config() -> Result<String, String> {
+    let root = repo_root();
+    let text = std::fs::read_to_string(root.join("wrangler.toml")).map_err(|e| e.to_string())?;
+    let mut out = String::new();
+    let mut in_build = false;
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with('[') {
+            in_build = trimmed == "[build]";
+        }
+        if in_build {
+            continue;
+        }
+        let line = line
+            .replace(
+                "main = \"build/",
+                &format!("main = \"{}/build/", root.display()),
+            )
+            .replace(
+                "image = \"./container/",
+                &format!("image = \"{}/container/", root.display()),
+            );
+        out.push_str(&line);
+        out.push('\n');
+    }
+    if out.contains("[build]")
+        || !out.contains(&format!("{}/build/worker/shim.mjs", root.display()))
+    {
+        return Err("could not derive the test wrangler config".into());
+    }
+    Ok(out)
+}
+
 /// A running `wrangler dev`.
 pub struct WranglerDev {
     child: Child,
@@ -116,9 +155,13 @@ impl WranglerDev {
         let log = state.path().join("wrangler.log");
         let log_file = std::fs::File::create(&log).map_err(|e| e.to_string())?;
         let err_file = log_file.try_clone().map_err(|e| e.to_string())?;
+        let config = state.path().join("wrangler.toml");
+        std::fs::write(&config, test_config()?).map_err(|e| e.to_string())?;
         let mut cmd = Command::new(wrangler);
         cmd.current_dir(repo_root())
             .args(["dev", "--ip", "127.0.0.1", "--port", &port.to_string()])
+            .arg("--config")
+            .arg(&config)
             .args(["--inspector-port", &inspector.to_string()])
             .arg("--env-file")
             .arg(&env_path)
@@ -148,19 +191,6 @@ impl WranglerDev {
 
     fn wait_ready(&self, budget: Duration) -> Result<(), String> {
         let deadline = Instant::now() + budget;
-        // wrangler's build watcher always runs the custom build once more
-        // when it becomes ready, and reloads the Worker: requests in flight
-        // then fail with "Your worker restarted mid-request". Wait until
-        // that reload has happened.
-        while Instant::now() < deadline {
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            if let Some(i) = log.find("restarting build") {
-                if log[i..].contains("Ready on") {
-                    break;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
         while Instant::now() < deadline {
             // Any HTTP answer from the Worker (our 404 JSON) means ready.
             if let Ok(resp) = Response::get(&format!("{}/", self.base), &[]) {
