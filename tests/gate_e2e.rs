@@ -76,12 +76,12 @@ fn gate_routing_and_isolation() {
         if let Some(auth) = auth {
             headers.push(("authorization", auth));
         }
-        let resp = call(&dev, "POST", "/hosted/agent/probe", &headers);
+        let resp = call(dev, "POST", "/hosted/agent/probe", &headers);
         assert_error(&resp, 401, "unauthorized");
         assert!(!resp.body.contains(&primary));
     }
     // Unknown hosted routes are gated too: no route discovery without auth.
-    assert_error(&call(&dev, "GET", "/hosted/nope", &[]), 401, "unauthorized");
+    assert_error(&call(dev, "GET", "/hosted/nope", &[]), 401, "unauthorized");
 
     // 400: missing / invalid agent ids, after a valid bearer.
     assert_error(
@@ -192,6 +192,6 @@ fn gate_routing_and_isolation() {
         &[("authorization", &good), ("x-divinci-agent-id", &a)],
     );
     assert_error(&resp, 405, "method_not_allowed");
-    assert_error(&call(&dev, "GET", "/", &[]), 404, "not_found");
-    assert_error(&call(&dev, "GET", "/hostedx", &[]), 404, "not_found");
+    assert_error(&call(dev, "GET", "/", &[]), 404, "not_found");
+    assert_error(&call(dev, "GET", "/hostedx", &[]), 404, "not_found");
 }
