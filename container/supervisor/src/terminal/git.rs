@@ -79,6 +79,16 @@ pub fn default_dir_name(url: &url::Url) -> String {
     }
 }
 
+/// `git` from the command PATH (resolved here, so a missing git is a 502,
+/// not a confusing spawn error).
+fn git_binary() -> Result<&'static Path, SupervisorError> {
+    ["/usr/local/bin/git", "/usr/bin/git", "/bin/git"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.is_file())
+        .ok_or_else(|| SupervisorError::Terminal("git is not installed".into()))
+}
+
 /// A proxy refusal as git reports it.
 fn egress_denied_in(stderr: &str) -> bool {
     stderr.contains("CONNECT tunnel failed, response 403")
@@ -139,7 +149,7 @@ pub async fn clone(app: &App, req: &GitCloneRequest) -> Result<GitCloneResult, S
     let out = run_command(
         app,
         ready,
-        Path::new("git"),
+        git_binary()?,
         &args,
         &ready.workspace,
         Duration::from_millis(GIT_CLONE_TIMEOUT_MS),

@@ -182,7 +182,9 @@ fn dispatch(request: HelperRequest, content: &[u8]) -> io::Result<HelperReply> {
         HelperRequest::Read { path, max_bytes } => read_file(&path, max_bytes),
         HelperRequest::Write { path } => write_file(&path, content),
         HelperRequest::List { path } => list_dir(&path),
-        HelperRequest::Probe(probe) => Ok(HelperReply::Probe(Box::new(super::probe::collect(&probe)))),
+        HelperRequest::Probe(probe) => {
+            Ok(HelperReply::Probe(Box::new(super::probe::collect(&probe))))
+        }
     }
 }
 

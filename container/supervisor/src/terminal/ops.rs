@@ -96,7 +96,13 @@ pub async fn run_command(
         },
     )
     .await
-    .map_err(|e| SupervisorError::Terminal(format!("could not start the command: {}", e.kind())))
+    .map_err(|e| match e.raw_os_error() {
+        // The working directory (chdir is the last step in the child).
+        Some(libc::ENOENT) | Some(libc::ENOTDIR) | Some(libc::EACCES) => {
+            bad(format!("cwd is not an accessible directory: {e}"))
+        }
+        _ => SupervisorError::Terminal(format!("could not start the command: {}", e.kind())),
+    })
 }
 
 pub async fn exec(app: &App, req: &ExecRequest) -> Result<ExecResult, SupervisorError> {
