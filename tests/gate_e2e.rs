@@ -86,7 +86,7 @@ fn gate_routing_and_isolation() {
     // 400: missing / invalid agent ids, after a valid bearer.
     assert_error(
         &call(
-            &dev,
+            dev,
             "GET",
             "/hosted/agent/probe",
             &[("authorization", &good)],
@@ -104,7 +104,7 @@ fn gate_routing_and_isolation() {
         &"a".repeat(65),
     ] {
         let resp = call(
-            &dev,
+            dev,
             "GET",
             "/hosted/agent/probe",
             &[("authorization", &good), ("x-divinci-agent-id", bad)],
@@ -120,7 +120,7 @@ fn gate_routing_and_isolation() {
     // Two agents: each writes a marker and reads back only its own.
     let write = |agent: &str, auth: &str| {
         let resp = call(
-            &dev,
+            dev,
             "POST",
             "/hosted/agent/probe",
             &[("authorization", auth), ("x-divinci-agent-id", agent)],
@@ -130,7 +130,7 @@ fn gate_routing_and_isolation() {
     };
     let read = |agent: &str| {
         let resp = call(
-            &dev,
+            dev,
             "GET",
             "/hosted/agent/probe",
             &[("authorization", &good), ("x-divinci-agent-id", agent)],
@@ -169,7 +169,7 @@ fn gate_routing_and_isolation() {
     // header resolves to the same object.
     let padded = format!("  {a}  ");
     let resp = call(
-        &dev,
+        dev,
         "GET",
         "/hosted/agent/probe",
         &[("authorization", &good), ("x-divinci-agent-id", &padded)],
@@ -178,7 +178,7 @@ fn gate_routing_and_isolation() {
 
     // 404 / 405 JSON after the gate, with the agent id.
     let resp = call(
-        &dev,
+        dev,
         "GET",
         "/hosted/agent/unknown",
         &[("authorization", &good), ("x-divinci-agent-id", &a)],
@@ -186,7 +186,7 @@ fn gate_routing_and_isolation() {
     assert_error(&resp, 404, "not_found");
     assert_eq!(resp.json()["agentId"], a.as_str());
     let resp = call(
-        &dev,
+        dev,
         "DELETE",
         "/hosted/agent/probe",
         &[("authorization", &good), ("x-divinci-agent-id", &a)],
