@@ -109,6 +109,14 @@ case "$ACTION" in
     step "begin: set SERVICE_AUTH_SECRET_NEXT on $ENV_NAME"
     [ -n "${SECRETS[SERVICE_AUTH_SECRET]:-}" ] \
       || echo "    note: $FILE has no SERVICE_AUTH_SECRET; NEXT alone never authenticates" >&2
+    if [ -n "${SECRETS[SERVICE_AUTH_SECRET_NEXT]:-}" ]; then
+      if [ "${SECRETS[SERVICE_AUTH_SECRET_NEXT]}" = "${SECRETS[SERVICE_AUTH_SECRET]:-}" ]; then
+        fail "a rotation is still open: SERVICE_AUTH_SECRET_NEXT was promoted but not removed" \
+          "run scripts/rotate-secret.sh $ENV_NAME finish, then begin again"
+      fi
+      fail "a rotation is in progress: $FILE already has an unpromoted SERVICE_AUTH_SECRET_NEXT (callers may already use it; a new value would lock them out)" \
+        "run scripts/rotate-secret.sh $ENV_NAME promote and finish; or, if no caller uses it, delete that line from $FILE and begin again"
+    fi
     if [ "$FROM_STDIN" = 1 ]; then
       [ -t 0 ] && die "--from-stdin: pipe the new value in"
       IFS= read -r 'SECRETS[SERVICE_AUTH_SECRET_NEXT]' || true

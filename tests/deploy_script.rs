@@ -669,6 +669,28 @@ fn config_check_failure_stops_before_any_deploy() {
 }
 
 #[test]
+fn with_a_docker_engine_the_dry_run_checks_the_real_config() {
+    require_or_skip!(tools_available());
+    let mut env = Env::new();
+    env.set("HERMES_DEPLOY_DOCKER", "yes")
+        .set("FAKE_WRANGLER_FAIL", "deploy");
+    let run = env.run("deploy.sh", &["staging", "deploy"], None);
+    assert_ne!(run.code, 0);
+    let log = env.log();
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with("call dry-run argv: deploy --dry-run --env staging --outdir ")),
+        "{log}"
+    );
+    assert!(
+        !log.contains("--config"),
+        "the real wrangler.toml, containers included: {log}"
+    );
+    assert!(!run.output.contains("NOT checked"));
+    assert!(run.output.contains("Worker bundle AND container image"));
+}
+
+#[test]
 fn url_comes_from_wrangler_output_and_standalone_smoke_uses_it() {
     require_or_skip!(tools_available());
     let mut env = Env::new();
@@ -750,6 +772,7 @@ fn rotation_begin_promote_finish_verified_against_the_gate() {
     let new = env
         .secret_in_file("staging", "SERVICE_AUTH_SECRET_NEXT")
         .unwrap();
+
     assert_eq!(
         env.secret_in_file("staging", "SERVICE_AUTH_SECRET"),
         Some(old.clone())
@@ -760,6 +783,19 @@ fn rotation_begin_promote_finish_verified_against_the_gate() {
     )));
     assert_not_leaked(&env, &run, &new);
     assert!(run.output.contains("the new value authenticates"));
+
+    // A second begin would replace a value callers may already use.
+    let run = env.run("rotate-secret.sh", &["staging", "begin"], None);
+    assert_ne!(run.code, 0);
+    assert!(
+        run.output.contains("a rotation is in progress"),
+        "{}",
+        run.output
+    );
+    assert_eq!(
+        env.secret_in_file("staging", "SERVICE_AUTH_SECRET_NEXT"),
+        Some(new.clone())
+    );
 
     // Finishing before promoting would lock switched callers out.
     let run = env.run("rotate-secret.sh", &["staging", "finish"], None);
