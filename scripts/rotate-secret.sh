@@ -109,15 +109,19 @@ case "$ACTION" in
     step "begin: set SERVICE_AUTH_SECRET_NEXT on $ENV_NAME"
     [ -n "${SECRETS[SERVICE_AUTH_SECRET]:-}" ] \
       || echo "    note: $FILE has no SERVICE_AUTH_SECRET; NEXT alone never authenticates" >&2
+    resume=0
     if [ -n "${SECRETS[SERVICE_AUTH_SECRET_NEXT]:-}" ]; then
       if [ "${SECRETS[SERVICE_AUTH_SECRET_NEXT]}" = "${SECRETS[SERVICE_AUTH_SECRET]:-}" ]; then
         fail "a rotation is still open: SERVICE_AUTH_SECRET_NEXT was promoted but not removed" \
           "run scripts/rotate-secret.sh $ENV_NAME finish, then begin again"
       fi
-      fail "a rotation is in progress: $FILE already has an unpromoted SERVICE_AUTH_SECRET_NEXT (callers may already use it; a new value would lock them out)" \
-        "run scripts/rotate-secret.sh $ENV_NAME promote and finish; or, if no caller uses it, delete that line from $FILE and begin again"
-    fi
-    if [ "$FROM_STDIN" = 1 ]; then
+      # An unpromoted NEXT may already be in use by callers: never replace
+      # it; re-send the saved value instead (begin is idempotent).
+      [ "$FROM_STDIN" = 1 ] && fail "a rotation is in progress: $FILE already has an unpromoted SERVICE_AUTH_SECRET_NEXT (callers may already use it)" \
+        "finish this rotation (promote, finish) first; or, if no caller uses it, delete that line from $FILE"
+      resume=1
+      echo "    a rotation is in progress: re-sending the saved SERVICE_AUTH_SECRET_NEXT (no new value)" >&2
+    elif [ "$FROM_STDIN" = 1 ]; then
       [ -t 0 ] && die "--from-stdin: pipe the new value in"
       IFS= read -r 'SECRETS[SERVICE_AUTH_SECRET_NEXT]' || true
       [ -n "${SECRETS[SERVICE_AUTH_SECRET_NEXT]}" ] || die "--from-stdin: empty value"
@@ -131,11 +135,13 @@ case "$ACTION" in
       die "the new value equals the current SERVICE_AUTH_SECRET"
     fi
     # Saved before it is set remotely, so the value is never lost.
-    set_in_file "$FILE" SERVICE_AUTH_SECRET_NEXT
-    echo "    new value saved as SERVICE_AUTH_SECRET_NEXT in $FILE (0600; not printed)" >&2
+    if [ "$resume" = 0 ]; then
+      set_in_file "$FILE" SERVICE_AUTH_SECRET_NEXT
+      echo "    new value saved as SERVICE_AUTH_SECRET_NEXT in $FILE (0600; not printed)" >&2
+    fi
     put_secrets SERVICE_AUTH_SECRET_NEXT \
-      || fail "wrangler secret bulk failed; the new value is saved in $FILE but not set" \
-        "fix wrangler access and rerun: scripts/rotate-secret.sh $ENV_NAME begin --from-stdin < <(sed -n 's/^SERVICE_AUTH_SECRET_NEXT=//p' $FILE)"
+      || fail "wrangler secret bulk failed; the value is saved in $FILE but not set on the Worker" \
+        "fix wrangler access and rerun: scripts/rotate-secret.sh $ENV_NAME begin (it re-sends the saved value)"
     verify SERVICE_AUTH_SECRET_NEXT "400 missing_agent_id" "the new value authenticates"
     step "begin done. Next: give public-api the value of SERVICE_AUTH_SECRET_NEXT from $FILE, then run: scripts/rotate-secret.sh $ENV_NAME promote"
     ;;

@@ -784,8 +784,23 @@ fn rotation_begin_promote_finish_verified_against_the_gate() {
     assert_not_leaked(&env, &run, &new);
     assert!(run.output.contains("the new value authenticates"));
 
-    // A second begin would replace a value callers may already use.
+    // begin again: never a new value while NEXT is unpromoted (callers may
+    // already use it); the saved value is re-sent instead.
     let run = env.run("rotate-secret.sh", &["staging", "begin"], None);
+    assert_eq!(run.code, 0, "{}", run.output);
+    assert!(run
+        .output
+        .contains("re-sending the saved SERVICE_AUTH_SECRET_NEXT"));
+    assert_eq!(
+        env.secret_in_file("staging", "SERVICE_AUTH_SECRET_NEXT"),
+        Some(new.clone())
+    );
+    let other = common::random_hex(20);
+    let run = env.run(
+        "rotate-secret.sh",
+        &["staging", "begin", "--from-stdin"],
+        Some(&format!("{other}\n")),
+    );
     assert_ne!(run.code, 0);
     assert!(
         run.output.contains("a rotation is in progress"),
@@ -796,6 +811,9 @@ fn rotation_begin_promote_finish_verified_against_the_gate() {
         env.secret_in_file("staging", "SERVICE_AUTH_SECRET_NEXT"),
         Some(new.clone())
     );
+    let stored: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(env.store()).unwrap()).unwrap();
+    assert_eq!(stored["SERVICE_AUTH_SECRET_NEXT"], new.as_str());
 
     // Finishing before promoting would lock switched callers out.
     let run = env.run("rotate-secret.sh", &["staging", "finish"], None);
