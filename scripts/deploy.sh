@@ -26,7 +26,8 @@
 # Environment knobs (tests and CI): WRANGLER_BIN, HERMES_SECRETS_DIR,
 # HERMES_DEPLOY_DOCKER=auto|yes|no, HERMES_DEPLOY_LIVE_TIMEOUT (s, 180),
 # HERMES_DEPLOY_POLL_INTERVAL (s, 2), HERMES_DEPLOY_BUILD_CMD,
-# HERMES_DEPLOY_CONFIG_TEST_CMD, HERMES_CONTAINERS_APP (name of the
+# HERMES_DEPLOY_CONFIG_TEST_CMD, HERMES_DEPLOY_STATE_DIR (where the URL is
+# saved; .wrangler/deploy), HERMES_CONTAINERS_APP (name of the
 # containers application; default <name>-hermesagent-<env>, wrangler's rule).
 set -euo pipefail
 . "$(dirname "$0")/lib/tools.sh"
@@ -34,7 +35,7 @@ set -euo pipefail
 cd "$ROOT"
 
 usage() {
-  sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
