@@ -12,7 +12,7 @@ cd "$ROOT"
 
 # ---- Debian packages: namespaces and firewall tools for the containment
 # tests, bubblewrap for devhost, CPython 3.11 readable by the Hermes uid.
-APT_PACKAGES=(bubblewrap iproute2 iptables nftables git python3.11 python3.11-venv ca-certificates procps)
+APT_PACKAGES=(bubblewrap iproute2 iptables nftables git python3.11 python3.11-venv ca-certificates procps curl jq)
 if [ "${SKIP_APT:-0}" != 1 ]; then
   missing=()
   for p in "${APT_PACKAGES[@]}"; do

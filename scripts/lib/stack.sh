@@ -8,6 +8,8 @@ free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0)
 # stack_start [extra KEY=VALUE lines for the Worker]
 stack_start() {
   STACK_DIR=$(mktemp -d)
+  # Containers (their own user namespaces) must traverse the state dir.
+  chmod 755 "$STACK_DIR"
   STACK_SECRET=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
   local dport wport iport
   dport=$(free_port); wport=$(free_port); iport=$(free_port)

@@ -444,15 +444,26 @@ impl Lifecycle {
                     message: "boot budget exhausted".into(),
                 }));
             }
-            client
-                .call::<Health>("GET", path::HEALTH, None)
-                .await
-                .map_err(|mut f| {
-                    // While a container starts, anything but "permanent" means
-                    // "not yet".
+            match client.call::<Health>("GET", path::HEALTH, None).await {
+                Ok(health) => Ok(health),
+                // A container that already exited will never answer: fail
+                // now instead of polling out the whole boot budget.
+                Err(f) if matches!(cx.runtime.running().await, Ok(false)) => {
+                    Err(AttemptError::Fatal(ControlFailure {
+                        message: format!(
+                            "the container exited before its supervisor answered ({f})"
+                        ),
+                        retryable: false,
+                        ..f
+                    }))
+                }
+                Err(mut f) => {
+                    // While a container starts, anything but a refused
+                    // token means "not yet".
                     f.retryable = f.retryable || f.status != Some(401);
-                    f.into_attempt()
-                })
+                    Err(f.into_attempt())
+                }
+            }
         })
         .await
         .map_err(|e| fail(retry_message(e)))?;
