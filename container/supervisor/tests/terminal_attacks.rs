@@ -18,6 +18,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -26,8 +27,18 @@ use serde_json::{json, Value};
 
 const SENTINEL: &str = "sk-sentinel-terminal-attack-0123456789";
 
+/// RLIMIT_NPROC counts every process of uid 10002 on the machine, so the
+/// fork-bomb test runs alone (write lock); all others share (read lock).
+static NPROC_LOCK: RwLock<()> = RwLock::new(());
+
+enum Exclusive {
+    Shared(#[allow(dead_code)] RwLockReadGuard<'static, ()>),
+    Alone(#[allow(dead_code)] RwLockWriteGuard<'static, ()>),
+}
+
 struct Term {
     s: Supervisor,
+    _lock: Exclusive,
     api_listener_v4: TcpListener,
     _api_listener_v6: Option<TcpListener>,
     stderr_log: PathBuf,
@@ -48,6 +59,16 @@ fn root_dir(tag: &str) -> PathBuf {
 
 impl Term {
     fn start(tag: &str, max_file_bytes: u64) -> Self {
+        let lock = Exclusive::Shared(NPROC_LOCK.read().unwrap_or_else(|e| e.into_inner()));
+        Self::start_locked(tag, max_file_bytes, lock)
+    }
+
+    fn start_alone(tag: &str, max_file_bytes: u64) -> Self {
+        let lock = Exclusive::Alone(NPROC_LOCK.write().unwrap_or_else(|e| e.into_inner()));
+        Self::start_locked(tag, max_file_bytes, lock)
+    }
+
+    fn start_locked(tag: &str, max_file_bytes: u64, lock: Exclusive) -> Self {
         let root = root_dir(tag);
         let bins = root.join("bins");
         std::fs::create_dir_all(&bins).unwrap();
@@ -106,6 +127,7 @@ impl Term {
         assert_eq!(status, 200, "{body}");
         Term {
             s,
+            _lock: lock,
             api_listener_v4,
             _api_listener_v6: api_listener_v6,
             stderr_log,
@@ -490,7 +512,7 @@ fn limits_hold_and_timeouts_kill_the_group() {
     if !root_or_skip("limits_hold_and_timeouts_kill_the_group") {
         return;
     }
-    let t = Term::start("limits", 8 << 20);
+    let t = Term::start_alone("limits", 8 << 20);
     let ws = t.workspace();
     // Timeout: exit 124, timedOut, background children (also one that
     // left the group with setsid) do not survive.

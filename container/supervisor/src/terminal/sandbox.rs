@@ -11,7 +11,8 @@
 //! 3. `setsid` (own session and group, no controlling terminal: no TIOCSTI);
 //! 4. resource limits;
 //! 5. drop the bounding set, `setgroups([])`, gid, uid — verified;
-//! 6. clear ambient capabilities, `no_new_privs`, parent-death signal;
+//! 6. clear ambient and inheritable capabilities, `no_new_privs`,
+//!    parent-death signal;
 //! 7. `landlock_restrict_self` with the prepared ruleset (fails closed);
 //! 8. mark every descriptor above 2 close-on-exec (`close_range`);
 //! 9. `chdir` — last, as the terminal user under Landlock, so a symlinked
@@ -139,6 +140,46 @@ fn set_ids(uid: u32, gid: u32) -> io::Result<()> {
     Ok(())
 }
 
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// `_LINUX_CAPABILITY_VERSION_3`: two 32-bit data words.
+const CAP_VERSION_3: u32 = 0x2008_0522;
+
+/// Empty effective, permitted *and inheritable* sets. The uid switch
+/// clears the first two; a container runtime (bubblewrap) may hand us a
+/// non-empty inheritable set, which would otherwise survive.
+fn clear_capability_sets() -> io::Result<()> {
+    let header = CapHeader {
+        version: CAP_VERSION_3,
+        pid: 0,
+    };
+    let data = [CapData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: capset(2) with a valid v3 header and two data words on the
+    // stack; lowering capabilities is always permitted.
+    let rc = unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
 fn prctl_set(option: libc::c_int, arg: libc::c_ulong) -> io::Result<()> {
     // SAFETY: integer arguments only.
     check(unsafe { libc::prctl(option, arg, 0, 0, 0) })
@@ -207,6 +248,7 @@ pub fn enter(spec: &ChildSandbox) -> io::Result<()> {
     clear_groups()?;
     set_ids(spec.uid, spec.gid)?;
     clear_ambient()?;
+    clear_capability_sets()?;
     prctl_set(libc::PR_SET_NO_NEW_PRIVS, 1)?;
     prctl_set(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong)?;
     landlock_restrict_self(spec.ruleset_fd)?;
