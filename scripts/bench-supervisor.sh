@@ -5,14 +5,26 @@
 #   * streaming proxy overhead vs talking to Hermes directly, in one run:
 #     time to first chunk and throughput ratio, (a) through the real Hermes
 #     chat stream against a fast local mock model, (b) raw SSE from a
-#     stand-in API server (proxy cost without Hermes' per-token Python cost).
+#     stand-in API server (proxy cost without Hermes' per-token Python cost);
+#   * terminal (as root): `exec` of `true` through the whole boundary
+#     (HTTP round trip + uid switch + netns + mount ns + Landlock + sh -c)
+#     vs a bare fork/exec of /bin/true and of `sh -c true`, interleaved in
+#     one run, p50/p90.
 # Needs the Hermes venv (scripts/setup-hermes.sh). Prints one line per number
-# and a JSON summary (last line). Usage: scripts/bench-supervisor.sh [--runs N]
+# and a JSON summary (last line).
+# Usage: scripts/bench-supervisor.sh [--runs N] [--only terminal]
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 runs=5
-if [[ "${1:-}" == "--runs" ]]; then runs="${2:-5}"; fi
+only=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --runs) runs="${2:-5}"; shift 2 ;;
+    --only) only="${2:-}"; shift 2 ;;
+    *) echo "usage: $0 [--runs N] [--only terminal]" >&2; exit 2 ;;
+  esac
+done
 
 cd "$repo_root"
 "$repo_root/scripts/setup-hermes.sh" >/dev/null
@@ -22,6 +34,7 @@ export BENCH_HERMES_BIN="$repo_root/.venv/hermes/bin/hermes"
 export BENCH_FAKE_API="$repo_root/container/supervisor/tests/fake_hermes.py"
 export BENCH_REQUIREMENTS="$repo_root/container/requirements.txt"
 export BENCH_RUNS="$runs"
+export BENCH_ONLY="$only"
 
 exec /usr/bin/python3 - <<'PY'
 import http.client, json, os, secrets, shutil, socket, statistics, subprocess, sys, tempfile, threading, time
@@ -72,12 +85,14 @@ def rss_kib(pid):
 
 class Supervisor:
     def __init__(self, hermes_bin, mock_url=None):
-        self.root = tempfile.mkdtemp(prefix="bench-sup-"); os.chmod(self.root, 0o755)
+        # Under /var/tmp: terminal commands get a private /tmp.
+        self.root = tempfile.mkdtemp(prefix="bench-sup-", dir="/var/tmp"); os.chmod(self.root, 0o755)
         self.token = secrets.token_hex(24); self.key = secrets.token_hex(32)
         self.api_port = free_port()
         env = {"PATH": "/usr/bin:/bin", "CONTROL_TOKEN": self.token, "BOOT_ID": "bench", "AGENT_ID": "bench-agent",
                "HERMES_CONTROL_HOST": "127.0.0.1", "HERMES_CONTROL_PORT": "0", "HERMES_API_PORT": str(self.api_port),
                "HERMES_HOME_DIR": self.root + "/home", "HERMES_STATE_DIR": self.root + "/state",
+               "HERMES_WORKSPACE_DIR": self.root + "/workspace", "HERMES_LANDLOCK_CANARY_DIR": self.root + "/canary",
                "HERMES_BIN": hermes_bin, "HERMES_REQUIREMENTS": os.environ["BENCH_REQUIREMENTS"]}
         if mock_url:
             env["HERMES_MOCK_MODEL_URL"] = mock_url
@@ -161,7 +176,64 @@ def compare(label, direct, proxied):
     return res
 
 
+def pct(values, q):
+    v = sorted(values); return v[min(len(v) - 1, int(round(q * (len(v) - 1))))]
+
+
+def bare_spawn_ms(argv):
+    t0 = time.perf_counter()
+    pid = os.posix_spawn(argv[0], argv, {"PATH": "/usr/bin:/bin"})
+    os.waitpid(pid, 0)
+    return (time.perf_counter() - t0) * 1000
+
+
+def bench_terminal(summary):
+    if os.geteuid() != 0:
+        print("SKIP terminal exec: needs root (the boundary needs a uid switch and namespaces)")
+        return
+    s = Supervisor("/nonexistent")
+    try:
+        deadline = time.time() + 60
+        while True:
+            st, data = s.call("GET", "/_control/terminal/status")
+            status = json.loads(data)
+            if st == 200 and status.get("available"):
+                break
+            if time.time() > deadline:
+                raise SystemExit("terminal boundary not available: %s" % data)
+            time.sleep(0.05)
+        n = max(100, RUNS * 40)
+        bare_true, bare_sh, boundary, server = [], [], [], []
+        for _ in range(10):  # warm-up
+            s.call("POST", "/_control/terminal/exec", {"command": "true"})
+        for _ in range(n):
+            bare_true.append(bare_spawn_ms(["/bin/true"]))
+            bare_sh.append(bare_spawn_ms(["/bin/sh", "-c", "true"]))
+            t0 = time.perf_counter()
+            st, data = s.call("POST", "/_control/terminal/exec", {"command": "true"})
+            boundary.append((time.perf_counter() - t0) * 1000)
+            body = json.loads(data); assert st == 200 and body["exitCode"] == 0, data
+            server.append(body["durationMs"])
+        res = {"runs": n,
+               "bare_true_p50_ms": round(pct(bare_true, .5), 2), "bare_true_p90_ms": round(pct(bare_true, .9), 2),
+               "bare_sh_c_true_p50_ms": round(pct(bare_sh, .5), 2), "bare_sh_c_true_p90_ms": round(pct(bare_sh, .9), 2),
+               "boundary_exec_roundtrip_p50_ms": round(pct(boundary, .5), 2),
+               "boundary_exec_roundtrip_p90_ms": round(pct(boundary, .9), 2),
+               "boundary_exec_server_duration_p50_ms": pct(server, .5)}
+        print("terminal exec of `true` (%d interleaved runs): bare /bin/true p50 %.2f ms (p90 %.2f); bare sh -c true p50 %.2f ms (p90 %.2f); "
+              "through the boundary p50 %.2f ms (p90 %.2f) HTTP round trip, %s ms spawn→exit in the supervisor"
+              % (n, res["bare_true_p50_ms"], res["bare_true_p90_ms"], res["bare_sh_c_true_p50_ms"], res["bare_sh_c_true_p90_ms"],
+                 res["boundary_exec_roundtrip_p50_ms"], res["boundary_exec_roundtrip_p90_ms"], res["boundary_exec_server_duration_p50_ms"]))
+        summary["terminal_exec_true"] = res
+    finally:
+        s.close()
+
+
 summary = {}
+if os.environ.get("BENCH_ONLY") == "terminal":
+    bench_terminal(summary)
+    print(json.dumps(summary))
+    sys.exit(0)
 mock = Server(("127.0.0.1", 0), Mock); threading.Thread(target=mock.serve_forever, daemon=True).start()
 mock_url = "http://127.0.0.1:%d/v1" % mock.server_address[1]
 
@@ -205,5 +277,6 @@ try:
         lambda: stream(s.port, "/_control/hermes-api/sse/fast?n=20000", "Bearer " + s.token))
 finally:
     s.close(); shutil.rmtree(fake_bin, ignore_errors=True)
+bench_terminal(summary)
 print(json.dumps(summary))
 PY
