@@ -476,6 +476,32 @@ fn idle_sleep_destroys_the_container_and_the_next_request_boots_it() {
         .json();
     assert_ne!(first["bootId"], second["bootId"]);
     assert_eq!(second["bootCount"], 2);
+
+    // A stream longer than the idle period keeps the container awake.
+    let started = Instant::now();
+    let resp = stack.call(
+        "POST",
+        "/hosted/agent/v1/chat/completions",
+        &agent,
+        Some(&chat_body(
+            &format!("{} [mock:slow=400]", "w ".repeat(25)),
+            true,
+        )),
+        &[],
+    );
+    assert!(
+        started.elapsed() > Duration::from_secs(8),
+        "the stream should outlast the idle period"
+    );
+    assert!(
+        resp.body.contains("data: [DONE]"),
+        "stream cut short: {}",
+        resp.body
+    );
+    let third = stack
+        .call("GET", "/hosted/agent/boot-check", &agent, None, &[])
+        .json();
+    assert_eq!(third["bootId"], second["bootId"], "slept during a stream");
 }
 
 #[test]

@@ -85,27 +85,6 @@ impl Ctx<'_> {
         set
     }
 
-    /// Keyed fingerprint of a key set; the key is random per object and
-    /// never leaves its SQLite storage.
-    pub async fn fingerprint(&self, set: &KeySet) -> Result<String, ApiError> {
-        let sql = self.sql();
-        let internal = |e: String| ApiError::internal(format!("fingerprint: {e}"));
-        let key =
-            match storage::setting(&sql, "fingerprint_key").map_err(|e| internal(e.to_string()))? {
-                Some(k) => k,
-                None => {
-                    let k = random_hex(32)?;
-                    storage::set_setting(&sql, "fingerprint_key", &k)
-                        .map_err(|e| internal(e.to_string()))?;
-                    k
-                }
-            };
-        let mac = hmac_sha256_hex(key.as_bytes(), set.canonical().as_bytes())
-            .await
-            .map_err(internal)?;
-        Ok(mac[..32].to_owned())
-    }
-
     fn provision_body(&self, boot: &BootRecord, keys: &DesiredKeys) -> String {
         let body = Provision {
             api_server_key: boot.api_key.clone(),
@@ -150,9 +129,41 @@ pub struct Lifecycle {
     generation: Cell<u64>,
     last_failure: RefCell<Option<ApiError>>,
     verified: RefCell<Option<BootRecord>>,
+    /// Last fingerprint computed: (canonical key set, fingerprint). Saves
+    /// the Web Crypto round trip on every model request; memory only.
+    last_fingerprint: RefCell<Option<(String, String)>>,
 }
 
 impl Lifecycle {
+    /// Keyed fingerprint of a key set; the key is random per object and
+    /// never leaves its SQLite storage.
+    pub async fn fingerprint(&self, cx: &Ctx<'_>, set: &KeySet) -> Result<String, ApiError> {
+        let canonical = set.canonical();
+        if let Some((c, fp)) = self.last_fingerprint.borrow().as_ref() {
+            if *c == canonical {
+                return Ok(fp.clone());
+            }
+        }
+        let sql = cx.sql();
+        let internal = |e: String| ApiError::internal(format!("fingerprint: {e}"));
+        let key =
+            match storage::setting(&sql, "fingerprint_key").map_err(|e| internal(e.to_string()))? {
+                Some(k) => k,
+                None => {
+                    let k = random_hex(32)?;
+                    storage::set_setting(&sql, "fingerprint_key", &k)
+                        .map_err(|e| internal(e.to_string()))?;
+                    k
+                }
+            };
+        let mac = hmac_sha256_hex(key.as_bytes(), canonical.as_bytes())
+            .await
+            .map_err(internal)?;
+        let fp = mac[..32].to_owned();
+        *self.last_fingerprint.borrow_mut() = Some((canonical, fp.clone()));
+        Ok(fp)
+    }
+
     /// Forget the cached boot (after a failure talking to it), so the next
     /// request verifies the container again.
     pub fn invalidate(&self) {
@@ -235,7 +246,7 @@ impl Lifecycle {
                             },
                             None => {
                                 let set = cx.platform_keys();
-                                let fingerprint = cx.fingerprint(&set).await?;
+                                let fingerprint = self.fingerprint(cx, &set).await?;
                                 DesiredKeys { set, fingerprint }
                             }
                         };
@@ -330,7 +341,7 @@ impl Lifecycle {
             },
             None => {
                 let set = cx.platform_keys();
-                let fingerprint = cx.fingerprint(&set).await?;
+                let fingerprint = self.fingerprint(cx, &set).await?;
                 DesiredKeys { set, fingerprint }
             }
         };

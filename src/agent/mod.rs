@@ -48,6 +48,12 @@ pub struct HermesAgent {
     /// (eviction from memory) only costs one cheap version check.
     schema_ready: std::cell::Cell<bool>,
     lifecycle: Lifecycle,
+    /// This instance has checked (or made) the agent binding in SQLite.
+    claimed: std::cell::Cell<bool>,
+    /// An idle alarm is pending (set by this instance).
+    alarm_armed: std::cell::Cell<bool>,
+    /// When this instance last received a request (ms since the epoch).
+    last_request_ms: std::cell::Cell<i64>,
 }
 
 impl DurableObject for HermesAgent {
@@ -57,6 +63,9 @@ impl DurableObject for HermesAgent {
             env,
             schema_ready: std::cell::Cell::new(false),
             lifecycle: Lifecycle::default(),
+            claimed: std::cell::Cell::new(false),
+            alarm_armed: std::cell::Cell::new(false),
+            last_request_ms: std::cell::Cell::new(0),
         }
     }
 
@@ -87,8 +96,11 @@ type Answer = std::result::Result<Response, ApiError>;
 impl HermesAgent {
     async fn dispatch(&self, req: Request, agent: &AgentId) -> Result<Answer> {
         self.ensure_schema()?;
-        if let Err(refusal) = storage::claim_agent(&self.state.storage().sql(), agent) {
-            return Ok(Err(refusal));
+        if !self.claimed.get() {
+            if let Err(refusal) = storage::claim_agent(&self.state.storage().sql(), agent) {
+                return Ok(Err(refusal));
+            }
+            self.claimed.set(true);
         }
         let route = match router::route(req.method().as_ref(), &req.path()) {
             RouteMatch::Found(route) => route,
@@ -139,14 +151,29 @@ impl HermesAgent {
         }
     }
 
-    /// Every request pushes the idle alarm out by `HERMES_SLEEP_AFTER`.
+    /// Note the request and make sure an idle alarm is pending. The alarm
+    /// is set once, not pushed out on every request (a storage write per
+    /// request); when it fires it measures idleness itself and re-arms.
     async fn arm_idle_alarm(&self) -> Result<()> {
-        self.state.storage().set_alarm(self.sleep_after()).await
+        self.last_request_ms
+            .set(worker::Date::now().as_millis() as i64);
+        if !self.alarm_armed.get() {
+            self.state.storage().set_alarm(self.sleep_after()).await?;
+            self.alarm_armed.set(true);
+        }
+        Ok(())
+    }
+
+    async fn rearm(&self, after: Duration) -> Result<()> {
+        self.state.storage().set_alarm(after).await?;
+        self.alarm_armed.set(true);
+        Ok(())
     }
 
     /// Idle alarm: sleep (stop and destroy) unless a request or stream is
     /// still in flight in the container or activity was recent.
     async fn handle_idle_alarm(&self) -> Result<()> {
+        self.alarm_armed.set(false);
         let sql = self.state.storage().sql();
         let Some(boot) = storage::current_boot(&sql)? else {
             return Ok(());
@@ -165,23 +192,28 @@ impl HermesAgent {
             }
         };
         let sleep_after = self.sleep_after();
+        // Idle since the last request this instance saw (an instance that
+        // saw none was evicted from memory: no recent requests) and since
+        // the last activity inside the container (streams, proxied calls).
+        let now = worker::Date::now().as_millis() as i64;
+        let last = self.last_request_ms.get();
+        let mut idle_for = if last > 0 {
+            Duration::from_millis(u64::try_from(now - last).unwrap_or(0))
+        } else {
+            sleep_after
+        };
         let client = ControlClient {
             runtime: &runtime,
             token: &boot.control_token,
         };
         if let Ok(activity) = client.call::<Activity>("GET", path::ACTIVITY, None).await {
-            let idle_for = Duration::from_millis(activity.last_activity_ms_ago);
             if activity.in_flight > 0 {
-                self.state.storage().set_alarm(sleep_after).await?;
-                return Ok(());
+                return self.rearm(sleep_after).await;
             }
-            if idle_for < sleep_after {
-                self.state
-                    .storage()
-                    .set_alarm(sleep_after - idle_for)
-                    .await?;
-                return Ok(());
-            }
+            idle_for = idle_for.min(Duration::from_millis(activity.last_activity_ms_ago));
+        }
+        if idle_for < sleep_after {
+            return self.rearm(sleep_after - idle_for).await;
         }
         let cx = Ctx {
             state: &self.state,
@@ -344,7 +376,7 @@ impl HermesAgent {
         if let Some(byok) = &byok {
             set = set.with_byok(byok);
         }
-        let fingerprint = cx.fingerprint(&set).await?;
+        let fingerprint = self.lifecycle.fingerprint(cx, &set).await?;
         Ok(DesiredKeys { set, fingerprint })
     }
 
