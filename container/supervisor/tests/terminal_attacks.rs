@@ -500,6 +500,13 @@ fn identity_descriptors_and_terminal_injection() {
     let v: Vec<&str> = out.split_whitespace().collect();
     assert_eq!(v.len(), 2, "{out}");
     assert_eq!(v[0], v[1], "not a session leader: {out}");
+    // No new namespaces (seccomp): `unshare -Urn` would give a fresh user
+    // namespace with full capabilities inside it.
+    for attack in ["unshare -Urn true", "unshare -U true", "unshare -m true", "unshare -n true"] {
+        let (code, _, err, _) = t.exec(attack);
+        assert_ne!(code, 0, "{attack} succeeded");
+        assert!(err.contains("Operation not permitted"), "{attack}: {err}");
+    }
     // The guard and the supervisor cannot be signalled.
     let (code, _, _, _) = t.exec(&format!("kill -9 {}", t.s.pid()));
     assert_ne!(code, 0);

@@ -25,7 +25,7 @@ use hermes_protocol::terminal::{EGRESS_UID, LAYERS, LAYER_ESTABLISHED, TERMINAL_
 use super::helper::{HelperReply, HelperRequest};
 use super::probe::{self, Expected, ProbeRequest};
 use super::sandbox::{self, ChildSandbox};
-use super::{env, fsrules, guard, netns};
+use super::{env, fsrules, guard, netns, seccomp};
 use crate::app::App;
 use crate::config::HERMES_UID;
 use crate::fsutil::{self, Owner};
@@ -153,6 +153,17 @@ pub async fn establish(app: &App, control_port: u16) -> Boundary {
             };
         }
     };
+    let seccomp = match seccomp::build() {
+        Ok(p) => std::sync::Arc::new(p),
+        Err(e) => {
+            let mut layers = all_layers("identity layer missing");
+            layers.insert("identity".into(), format!("not_established: {e}"));
+            return Boundary {
+                layers,
+                ready: None,
+            };
+        }
+    };
     let guard_pid = match guard::spawn(
         &exe,
         &ns.guard_listener,
@@ -183,6 +194,7 @@ pub async fn establish(app: &App, control_port: u16) -> Boundary {
         uid: TERMINAL_UID,
         gid: TERMINAL_UID,
         limits: sandbox::default_limits(app.settings.terminal_max_file_bytes),
+        seccomp,
         cwd: CString::default(),
     };
     let ready = Ready {

@@ -23,6 +23,7 @@ pub mod paths;
 pub mod probe;
 pub mod run;
 pub mod sandbox;
+pub mod seccomp;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, OnceLock};

@@ -41,6 +41,8 @@ pub struct ProbeFacts {
     pub controlling_tty: String,
     pub open_fds: Vec<i32>,
     pub nproc_limit: u64,
+    /// `unshare(CLONE_NEWUSER|CLONE_NEWNET)` (must be refused by seccomp).
+    pub unshare: String,
     pub env: Vec<String>,
     pub connects: Vec<(SocketAddr, String)>,
     pub dns_udp: String,
@@ -77,6 +79,17 @@ fn nproc_limit() -> u64 {
     // SAFETY: valid pointer to a local rlimit.
     unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut limit) };
     limit.rlim_cur
+}
+
+fn try_unshare() -> String {
+    // SAFETY: a refused unshare changes nothing; if it were allowed it
+    // would only move this short-lived probe into new namespaces.
+    let rc = unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) };
+    if rc == 0 {
+        "ok".into()
+    } else {
+        format!("error:{:?}", std::io::Error::last_os_error().kind())
+    }
 }
 
 fn guard_answer(guard: SocketAddr) -> String {
@@ -125,6 +138,7 @@ pub fn collect(req: &ProbeRequest) -> ProbeFacts {
         controlling_tty: result(std::fs::File::open("/dev/tty")),
         open_fds,
         nproc_limit: nproc_limit(),
+        unshare: try_unshare(),
         env: std::env::vars_os()
             .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
             .collect(),
@@ -194,6 +208,9 @@ fn identity_failures(f: &ProbeFacts, want: &Expected) -> Vec<String> {
     }
     if f.nproc_limit != want.nproc_limit {
         bad.push("process limit not applied".into());
+    }
+    if f.unshare == "ok" {
+        bad.push("could create namespaces (seccomp filter missing)".into());
     }
     bad
 }
@@ -276,6 +293,7 @@ mod tests {
             controlling_tty: "error:Other".into(),
             open_fds: vec![0, 1, 2],
             nproc_limit: 256,
+            unshare: "error:PermissionDenied".into(),
             env: vec!["B=2".into(), "A=1".into()],
             connects: vec![(
                 "127.0.0.1:8080".parse().unwrap(),
@@ -308,7 +326,7 @@ mod tests {
     #[test]
     fn each_failure_fails_its_layer() {
         type Mutation = fn(&mut ProbeFacts);
-        let rows: [(&str, Mutation, &str); 10] = [
+        let rows: [(&str, Mutation, &str); 11] = [
             (
                 "identity",
                 |f| {
@@ -318,6 +336,7 @@ mod tests {
             ),
             ("identity", |f| f.open_fds.push(7), "inherited descriptors"),
             ("identity", |f| f.session_leader = false, "own session"),
+            ("identity", |f| f.unshare = "ok".into(), "seccomp"),
             (
                 "identity",
                 |f| {

@@ -13,7 +13,8 @@
 //! 5. drop the bounding set, `setgroups([])`, gid, uid — verified;
 //! 6. clear ambient and inheritable capabilities, `no_new_privs`,
 //!    parent-death signal;
-//! 7. `landlock_restrict_self` with the prepared ruleset (fails closed);
+//! 7. `landlock_restrict_self` with the prepared ruleset (fails closed),
+//!    then the seccomp filters ([`super::seccomp`]);
 //! 8. mark every descriptor above 2 close-on-exec (`close_range`);
 //! 9. `chdir` — last, as the terminal user under Landlock, so a symlinked
 //!    working directory cannot lead anywhere the user could not go anyway.
@@ -41,6 +42,8 @@ pub struct ChildSandbox {
     pub uid: u32,
     pub gid: u32,
     pub limits: Vec<Limit>,
+    /// Seccomp programs ([`super::seccomp`]), installed in order.
+    pub seccomp: std::sync::Arc<Vec<seccompiler::BpfProgram>>,
     pub cwd: CString,
 }
 
@@ -209,6 +212,24 @@ fn landlock_restrict_self(ruleset_fd: RawFd) -> io::Result<()> {
     }
 }
 
+fn install_seccomp(program: &[seccompiler::sock_filter]) -> io::Result<()> {
+    let len =
+        u16::try_from(program.len()).map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?;
+    let prog = libc::sock_fprog {
+        len,
+        filter: program.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: `prog` points at a BPF program that lives in the parent's
+    // (copied) memory for the duration of the call; no_new_privs is set.
+    check(unsafe {
+        libc::prctl(
+            libc::PR_SET_SECCOMP,
+            libc::SECCOMP_MODE_FILTER,
+            &prog as *const libc::sock_fprog,
+        )
+    })
+}
+
 fn cloexec_above_stdio() -> io::Result<()> {
     // SAFETY: raw close_range(3, ~0, CLOSE_RANGE_CLOEXEC): marks every
     // descriptor above stdio close-on-exec, closing nothing now (std's
@@ -252,6 +273,9 @@ pub fn enter(spec: &ChildSandbox) -> io::Result<()> {
     prctl_set(libc::PR_SET_NO_NEW_PRIVS, 1)?;
     prctl_set(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong)?;
     landlock_restrict_self(spec.ruleset_fd)?;
+    for program in spec.seccomp.iter() {
+        install_seccomp(program)?;
+    }
     cloexec_above_stdio()?;
     change_dir(&spec.cwd)
 }
