@@ -182,6 +182,35 @@ pub fn render_config(p: &Provision, mock_model_url: Option<&str>) -> String {
     text
 }
 
+/// Name of the terminal MCP server in `mcp_servers`.
+pub const TERMINAL_MCP_NAME: &str = "hermes_terminal";
+
+/// `config` with the terminal MCP server registered (stdio: `command
+/// __terminal-mcp`, socket path in its environment). Only called when the
+/// terminal boundary is up (SPEC §7).
+pub fn with_terminal_mcp(
+    config: &str,
+    command: &std::path::Path,
+    socket: &std::path::Path,
+) -> String {
+    let Ok(mut root) = serde_json::from_str::<Value>(config) else {
+        return config.to_owned();
+    };
+    if let Value::Object(map) = &mut root {
+        map.insert(
+            "mcp_servers".into(),
+            json!({ TERMINAL_MCP_NAME: {
+                "command": command.display().to_string(),
+                "args": [crate::terminal::mcp_stdio::MCP_ARG],
+                "env": { crate::terminal::mcp_stdio::SOCKET_ENV: socket.display().to_string() },
+            }}),
+        );
+    }
+    let mut text = serde_json::to_string_pretty(&root).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
 fn at<'a>(root: &'a Value, path: &[&str]) -> Option<&'a Value> {
     path.iter().try_fold(root, |v, key| v.get(key))
 }

@@ -52,6 +52,7 @@ pub fn run() -> ExitCode {
     {
         Some(terminal::helper::HELPER_ARG) => return terminal::helper::main(),
         Some(terminal::guard::GUARD_ARG) => return terminal::guard::main(),
+        Some(terminal::mcp_stdio::MCP_ARG) => return terminal::mcp_stdio::main(),
         Some(_) | None => {}
     }
     let settings = match config::Settings::from_env() {

@@ -28,8 +28,13 @@ fn io_failure(what: &str) -> impl Fn(std::io::Error) -> SupervisorError + '_ {
     move |e| SupervisorError::ProvisionFailed(format!("{what}: {}", e.kind()))
 }
 
-/// Validate, write, verify, remember.
-pub fn apply(app: &App, p: &Provision) -> Result<Provisioned, SupervisorError> {
+/// Validate, write, verify, remember. `terminal_mcp` is the terminal MCP
+/// socket when the boundary is up (then Hermes gets the MCP server).
+pub fn apply(
+    app: &App,
+    p: &Provision,
+    terminal_mcp: Option<&std::path::Path>,
+) -> Result<Provisioned, SupervisorError> {
     hermes_config::validate(p).map_err(|e| SupervisorError::BadRequest(e.to_string()))?;
     let owner = hermes_owner();
     let home = fsutil::ensure_dir_path(&app.settings.home_dir, 0o700, owner)
@@ -50,7 +55,11 @@ pub fn apply(app: &App, p: &Provision) -> Result<Provisioned, SupervisorError> {
     fsutil::write_file_at(&hermes_home, ".env", env_text.as_bytes(), 0o600, owner)
         .map_err(io_failure(".env"))?;
 
-    let config = hermes_config::render_config(p, app.settings.mock_model_url.as_deref());
+    let mut config = hermes_config::render_config(p, app.settings.mock_model_url.as_deref());
+    if let Some(socket) = terminal_mcp {
+        let exe = std::fs::read_link("/proc/self/exe").map_err(io_failure("own executable"))?;
+        config = hermes_config::with_terminal_mcp(&config, &exe, socket);
+    }
     fsutil::write_file_at(&hermes_home, "config.yaml", config.as_bytes(), 0o600, owner)
         .map_err(io_failure("config.yaml"))?;
     let written = fsutil::read_file_at(&hermes_home, "config.yaml")
@@ -59,6 +68,19 @@ pub fn apply(app: &App, p: &Provision) -> Result<Provisioned, SupervisorError> {
         SupervisorError::ProvisionFailed("config.yaml read-back is not UTF-8".into())
     })?;
     hermes_config::verify_config(&written, p).map_err(SupervisorError::ProvisionFailed)?;
+    let registered = serde_json::from_str::<serde_json::Value>(&written)
+        .ok()
+        .and_then(|v| {
+            v.get("mcp_servers")?
+                .get(hermes_config::TERMINAL_MCP_NAME)
+                .cloned()
+        })
+        .is_some();
+    if registered != terminal_mcp.is_some() {
+        return Err(SupervisorError::ProvisionFailed(
+            "terminal MCP registration did not land as intended".into(),
+        ));
+    }
 
     let mut provider_vars: Vec<String> = p.provider_env.keys().cloned().collect();
     if vertex_path.is_some() {

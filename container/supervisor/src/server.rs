@@ -42,7 +42,7 @@ pub async fn serve(app: Arc<App>) -> std::io::Result<()> {
     let _ = app.terminal.control_port.set(local.port());
     let early = Arc::clone(&app);
     tokio::spawn(async move {
-        let _ = crate::terminal::boundary(&early).await;
+        let _ = crate::terminal::mcp_socket(&early).await;
     });
     loop {
         let (stream, _) = match listener.accept().await {
@@ -151,7 +151,8 @@ pub async fn route(
         }),
         (path::PROVISION, Method::POST) => {
             let body: Provision = read_json(req.into_body()).await?;
-            ok_json(&provision::apply(app, &body)?)
+            let mcp = terminal::mcp_socket(app).await;
+            ok_json(&provision::apply(app, &body, mcp.as_deref())?)
         }
         (path::HERMES_START, Method::POST) => ok_json(&gateway::start(app).await?),
         (path::HERMES_STOP, Method::POST) => ok_json(&gateway::stop(app).await),

@@ -17,6 +17,9 @@ pub mod fsrules;
 pub mod git;
 pub mod guard;
 pub mod helper;
+pub mod mcp_socket;
+pub mod mcp_stdio;
+pub mod mcp_text;
 pub mod netns;
 pub mod ops;
 pub mod paths;
@@ -45,6 +48,33 @@ pub struct TerminalState {
     /// The bound control port (the self-test must not reach it).
     pub control_port: OnceLock<u16>,
     exposed: Mutex<BTreeSet<u16>>,
+    /// The MCP Unix socket, once started (only when every layer is up).
+    mcp_socket: Mutex<Option<std::path::PathBuf>>,
+}
+
+/// The MCP socket path when the boundary is up (starting the socket on
+/// first use); `None` when the terminal is unavailable — then Hermes gets
+/// no terminal MCP server at all.
+pub async fn mcp_socket(app: &Arc<App>) -> Option<std::path::PathBuf> {
+    let b = boundary(app).await;
+    ready(app, &b).ok()?;
+    let mut slot = app.terminal.mcp_socket.lock().ok()?;
+    if let Some(path) = slot.as_ref() {
+        return Some(path.clone());
+    }
+    match mcp_socket::start(app) {
+        Ok(path) => {
+            *slot = Some(path.clone());
+            Some(path)
+        }
+        Err(e) => {
+            eprintln!(
+                "hermes-supervisor: terminal MCP socket not started: {}",
+                e.kind()
+            );
+            None
+        }
+    }
 }
 
 /// The boundary of this boot, established on first use (the server starts
