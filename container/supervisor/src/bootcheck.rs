@@ -26,7 +26,7 @@ use crate::{gateway, procfs};
 const VERSION_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Containment layers of the virtual terminal (DESIGN "The virtual terminal").
-pub const TERMINAL_LAYERS: [&str; 4] = ["identity", "environment", "network", "filesystem"];
+pub const TERMINAL_LAYERS: [&str; 4] = hermes_protocol::terminal::LAYERS;
 
 /// `"0.19.0"` from `"Hermes Agent v0.19.0 (2026.7.20)"`.
 pub fn parse_version(first_line: &str) -> Option<String> {

@@ -279,6 +279,29 @@ mod tests {
     }
 
     #[test]
+    fn terminal_mcp_registration() {
+        let base = render_config(&provision(), None);
+        let with = with_terminal_mcp(
+            &base,
+            std::path::Path::new("/usr/local/bin/hermes-supervisor"),
+            std::path::Path::new("/home/hermes/.terminal-mcp.sock"),
+        );
+        let v: Value = serde_json::from_str(&with).unwrap();
+        let server = &v["mcp_servers"]["hermes_terminal"];
+        assert_eq!(server["command"], "/usr/local/bin/hermes-supervisor");
+        assert_eq!(server["args"], json!(["__terminal-mcp"]));
+        assert_eq!(
+            server["env"]["HERMES_TERMINAL_SOCKET"],
+            "/home/hermes/.terminal-mcp.sock"
+        );
+        assert_eq!(verify_config(&with, &provision()), Ok(()));
+        assert!(serde_json::from_str::<Value>(&base)
+            .unwrap()
+            .get("mcp_servers")
+            .is_none());
+    }
+
+    #[test]
     fn validation_table() {
         assert_eq!(validate(&provision()), Ok(()));
         let mut p = provision();

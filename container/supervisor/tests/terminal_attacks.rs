@@ -781,8 +781,8 @@ fn without_root_the_terminal_refuses_work() {
     let (status, v) = t.post("/_control/terminal/exec", json!({"command": "true"}));
     assert_eq!(status, 503, "{v}");
     assert_eq!(v["error"], "terminal_unavailable");
-    let mut buf = String::new();
-    let _ = std::io::empty().read_to_string(&mut buf);
+    let (_, st) = t.s.call("GET", "/_control/terminal/status", None);
+    assert_eq!(st["available"], false);
 }
 
 /// One JSON-RPC exchange with the MCP server over its stdio.

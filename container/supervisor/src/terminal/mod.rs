@@ -41,15 +41,32 @@ use crate::app::App;
 use crate::error::SupervisorError;
 use boundary::{Boundary, Ready};
 
+/// Terminal processes (commands, file helpers) running at once; more wait.
+pub const MAX_CONCURRENT: usize = 16;
+
 /// Per-boot terminal state held by [`App`].
-#[derive(Default)]
 pub struct TerminalState {
+    /// Bounds concurrent terminal processes (memory and PIDs of a small
+    /// container are finite; RLIMIT_NPROC bounds each command's own tree).
+    pub slots: tokio::sync::Semaphore,
     boundary: tokio::sync::OnceCell<Arc<Boundary>>,
     /// The bound control port (the self-test must not reach it).
     pub control_port: OnceLock<u16>,
     exposed: Mutex<BTreeSet<u16>>,
     /// The MCP Unix socket, once started (only when every layer is up).
     mcp_socket: Mutex<Option<std::path::PathBuf>>,
+}
+
+impl Default for TerminalState {
+    fn default() -> Self {
+        Self {
+            slots: tokio::sync::Semaphore::new(MAX_CONCURRENT),
+            boundary: tokio::sync::OnceCell::new(),
+            control_port: OnceLock::new(),
+            exposed: Mutex::new(BTreeSet::new()),
+            mcp_socket: Mutex::new(None),
+        }
+    }
 }
 
 /// The MCP socket path when the boundary is up (starting the socket on
