@@ -42,6 +42,11 @@ pub mod path {
     pub const TERMINAL_FILE_LIST: &str = "/_control/terminal/file/list";
     /// `POST` [`crate::terminal::ExposePortRequest`] → [`crate::terminal::PortExposed`].
     pub const TERMINAL_EXPOSE_PORT: &str = "/_control/terminal/expose-port";
+    /// `ANY /_control/terminal/ports/<port>/<path>?<query>`: HTTP to a
+    /// server the terminal user runs on an exposed port (only ports
+    /// recorded by `expose-port` in this boot; streamed both ways; the
+    /// caller's `authorization` is not forwarded).
+    pub const TERMINAL_PORTS_PREFIX: &str = "/_control/terminal/ports/";
     /// `GET` → [`crate::terminal::TerminalStatus`] (answers even when the
     /// boundary is down: it says which layer failed).
     pub const TERMINAL_STATUS: &str = "/_control/terminal/status";

@@ -143,6 +143,10 @@ pub async fn route(
         }
         return Err(SupervisorError::NotFound);
     }
+    if path_str.starts_with(terminal::ports::PREFIX) {
+        let (port, sub) = terminal::ports::parse(&path_str).ok_or(SupervisorError::NotFound)?;
+        return terminal::ports::forward(app, req, port, sub).await;
+    }
     match (path_str.as_str(), method) {
         (path::HEALTH, Method::GET) => ok_json(&Health {
             ok: true,

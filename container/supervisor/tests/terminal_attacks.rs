@@ -915,3 +915,51 @@ fn mcp_server_round_trips_as_hermes_only() {
     drop(stdin);
     let _ = mcp.wait();
 }
+
+#[test]
+fn exposed_ports_are_reachable_only_through_the_supervisor() {
+    if !root_or_skip("exposed_ports_are_reachable_only_through_the_supervisor") {
+        return;
+    }
+    let t = Term::start("ports", 8 << 20);
+    let server = r#"import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ('path=%s\n%s' % (self.path, self.headers)).encode()
+        self.send_response(200); self.send_header('content-length', str(len(body))); self.end_headers(); self.wfile.write(body)
+    def log_message(self, *a): pass
+http.server.HTTPServer(('127.0.0.1', 3000), H).serve_forever()
+"#;
+    let (status, v) = t.post(
+        "/_control/terminal/file/write",
+        json!({"path": "srv.py", "content": server}),
+    );
+    assert_eq!(status, 200, "{v}");
+    let (code, _, err, _) = t.exec("nohup python3 srv.py >/dev/null 2>&1 & sleep 0.5");
+    assert_eq!(code, 0, "{err}");
+    // Not exposed yet → refused; a reserved port can never be exposed.
+    let (status, _) = t.s.call("GET", "/_control/terminal/ports/3000/x", None);
+    assert_eq!(status, 400);
+    let (status, _) = t.post("/_control/terminal/expose-port", json!({"port": 3000}));
+    assert_eq!(status, 200);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let body = loop {
+        let resp = ureq::get(&t.s.url("/_control/terminal/ports/3000/hello?q=1"))
+            .set("authorization", &format!("Bearer {}", t.s.token))
+            .set("x-test", "kept")
+            .call();
+        match resp {
+            Ok(r) => break r.into_string().unwrap(),
+            Err(e) => {
+                assert!(Instant::now() < deadline, "never answered: {e}");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    };
+    assert!(body.starts_with("path=/hello?q=1\n"), "{body}");
+    assert!(body.to_ascii_lowercase().contains("x-test: kept"), "{body}");
+    assert!(
+        !body.contains(&t.s.token),
+        "control token forwarded: {body}"
+    );
+}

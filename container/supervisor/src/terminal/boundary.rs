@@ -44,6 +44,11 @@ pub struct Ready {
 }
 
 impl Ready {
+    /// The terminal network namespace (for connecting to exposed ports).
+    pub fn netns_fd(&self) -> &File {
+        &self._netns
+    }
+
     /// The child sandbox for a process whose working directory is `cwd`.
     pub fn sandbox(&self, cwd: &Path) -> Result<ChildSandbox, String> {
         let mut s = self.sandbox_template.clone();

@@ -23,6 +23,7 @@ pub mod mcp_text;
 pub mod netns;
 pub mod ops;
 pub mod paths;
+pub mod ports;
 pub mod probe;
 pub mod run;
 pub mod sandbox;
@@ -190,6 +191,15 @@ pub async fn status(app: &App) -> TerminalStatus {
             .map(|p| p.iter().copied().collect())
             .unwrap_or_default(),
     }
+}
+
+/// Was `port` exposed in this boot?
+pub fn is_exposed(app: &App, port: u16) -> bool {
+    app.terminal
+        .exposed
+        .lock()
+        .map(|p| p.contains(&port))
+        .unwrap_or(false)
 }
 
 pub async fn expose_port(
