@@ -65,4 +65,7 @@ pub mod env {
     /// self-test must fail to write into (proves Landlock is enforced;
     /// default `/var/tmp/hermes-edge-landlock-canary`).
     pub const LANDLOCK_CANARY_DIR: &str = "HERMES_LANDLOCK_CANARY_DIR";
+    /// Tests and devhost: `host=ip,...` fixed answers for the egress
+    /// guard's resolver (classified like DNS answers).
+    pub const EGRESS_RESOLVE: &str = "HERMES_EGRESS_RESOLVE";
 }

@@ -63,6 +63,10 @@ pub struct Settings {
     /// `HERMES_TERMINAL_MAX_FILE_BYTES` (default 1 GiB): RLIMIT_FSIZE of
     /// terminal processes.
     pub terminal_max_file_bytes: u64,
+    /// `HERMES_EGRESS_RESOLVE` (tests, devhost): `host=ip,...` fixed
+    /// answers for the guard's resolver; still classified like DNS answers,
+    /// so it cannot open a path to a private address.
+    pub egress_resolve: Option<String>,
     /// `HERMES_LANDLOCK_CANARY_DIR` (default
     /// `/var/tmp/hermes-edge-landlock-canary`): a world-writable directory
     /// outside the workspace that the self-test must fail to write into.
@@ -169,6 +173,7 @@ impl Settings {
             mock_model_url: get(env::MOCK_MODEL_URL),
             workspace_dir: absolute(env::WORKSPACE_DIR, path(env::WORKSPACE_DIR, "/workspace"))?,
             egress_allowlist: lookup(hermes_egress::allowlist::ENV_VAR),
+            egress_resolve: get(env::EGRESS_RESOLVE),
             terminal_max_file_bytes: match get(env::TERMINAL_MAX_FILE_BYTES) {
                 None => 1 << 30,
                 Some(v) => {

@@ -60,15 +60,28 @@ fn root_dir(tag: &str) -> PathBuf {
 impl Term {
     fn start(tag: &str, max_file_bytes: u64) -> Self {
         let lock = Exclusive::Shared(NPROC_LOCK.read().unwrap_or_else(|e| e.into_inner()));
-        Self::start_locked(tag, max_file_bytes, lock)
+        Self::start_locked(tag, max_file_bytes, lock, None, &[])
+    }
+
+    /// A supervisor in a fresh network namespace of its own (`unshare -n`,
+    /// `prelude` run there first); this test thread joins it to talk to it.
+    fn start_in_netns(tag: &str, prelude: &str, env: &[(&str, &str)]) -> Self {
+        let lock = Exclusive::Shared(NPROC_LOCK.read().unwrap_or_else(|e| e.into_inner()));
+        Self::start_locked(tag, 8 << 20, lock, Some(prelude), env)
     }
 
     fn start_alone(tag: &str, max_file_bytes: u64) -> Self {
         let lock = Exclusive::Alone(NPROC_LOCK.write().unwrap_or_else(|e| e.into_inner()));
-        Self::start_locked(tag, max_file_bytes, lock)
+        Self::start_locked(tag, max_file_bytes, lock, None, &[])
     }
 
-    fn start_locked(tag: &str, max_file_bytes: u64, lock: Exclusive) -> Self {
+    fn start_locked(
+        tag: &str,
+        max_file_bytes: u64,
+        lock: Exclusive,
+        netns_prelude: Option<&str>,
+        extra_env: &[(&str, &str)],
+    ) -> Self {
         let root = root_dir(tag);
         let bins = root.join("bins");
         std::fs::create_dir_all(&bins).unwrap();
@@ -81,7 +94,17 @@ impl Term {
         let api_listener_v6 = TcpListener::bind(("::1", api_port)).ok();
         let token = random_token();
         let stderr_log = root.join("supervisor.stderr");
-        let mut child = Command::new(SUPERVISOR)
+        let mut command = match netns_prelude {
+            None => Command::new(SUPERVISOR),
+            Some(prelude) => {
+                let mut c = Command::new("unshare");
+                c.args(["-n", "--", "/bin/sh", "-c"])
+                    .arg(format!("{prelude} && exec \"$0\""))
+                    .arg(SUPERVISOR);
+                c
+            }
+        };
+        let mut child = command
             .env_clear()
             .env("PATH", "/usr/bin:/bin")
             .env("CONTROL_TOKEN", &token)
@@ -100,6 +123,7 @@ impl Term {
                 repo_root().join("container/requirements.txt"),
             )
             .env("EGRESS_ALLOWED_HOSTS", "github.com")
+            .envs(extra_env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr_log).unwrap())
             .spawn()
@@ -108,6 +132,15 @@ impl Term {
         let mut line = String::new();
         stdout.read_line(&mut line).unwrap();
         let port: u16 = line.trim().rsplit(':').next().unwrap().parse().unwrap();
+        if netns_prelude.is_some() {
+            let ns = std::fs::File::open(format!("/proc/{}/ns/net", child.id())).unwrap();
+            use std::os::fd::AsRawFd;
+            // SAFETY: moves only this test's own thread into the namespace.
+            assert_eq!(
+                unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) },
+                0
+            );
+        }
         std::thread::spawn(move || {
             let mut sink = String::new();
             while stdout.read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {
@@ -288,7 +321,7 @@ fn environment_is_exactly_the_allowlist() {
         ],
         "{out}"
     );
-    assert!(out.contains("HOME=/workspace\n"));
+    assert!(out.contains(&format!("HOME={}\n", t.workspace().display())));
     assert!(out.contains("HTTPS_PROXY=http://127.0.0.1:3128\n"));
 }
 
@@ -962,4 +995,140 @@ http.server.HTTPServer(('127.0.0.1', 3000), H).serve_forever()
         !body.contains(&t.s.token),
         "control token forwarded: {body}"
     );
+}
+
+/// HTTPS on 11.0.0.1:443 running `git http-backend` (smart protocol, so
+/// shallow clones work) for the repositories under `site/`.
+const GIT_SMART_HTTP_SERVER: &str = r#"
+import http.server, ssl, subprocess, os
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"
+    def log_message(self, *a): pass
+    def run(self):
+        path, _, query = self.path.partition("?")
+        body = self.rfile.read(int(self.headers.get("content-length") or 0))
+        env = dict(os.environ, GIT_PROJECT_ROOT=os.path.abspath("site"), GIT_HTTP_EXPORT_ALL="1",
+                   PATH_INFO=path, QUERY_STRING=query, REQUEST_METHOD=self.command,
+                   CONTENT_TYPE=self.headers.get("content-type", ""), CONTENT_LENGTH=str(len(body)))
+        out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True).stdout
+        head, _, rest = out.partition(b"\r\n\r\n")
+        status = 200
+        headers = []
+        for line in head.decode().split("\r\n"):
+            k, _, v = line.partition(":")
+            if k.lower() == "status":
+                status = int(v.strip().split()[0])
+            elif k:
+                headers.append((k, v.strip()))
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("content-length", str(len(rest)))
+        self.end_headers()
+        self.wfile.write(rest)
+    do_GET = run
+    do_POST = run
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain("cert.pem", "key.pem")
+s = http.server.ThreadingHTTPServer(("11.0.0.1", 443), H)
+s.socket = ctx.wrap_socket(s.socket, server_side=True)
+s.serve_forever()
+"#;
+
+#[test]
+fn git_clone_goes_through_the_guard() {
+    if !root_or_skip("git_clone_goes_through_the_guard") {
+        return;
+    }
+    let t = Term::start_in_netns(
+        "git",
+        "ip link set lo up && ip addr add 11.0.0.1/32 dev lo",
+        &[
+            ("EGRESS_ALLOWED_HOSTS", "git.test"),
+            (
+                "HERMES_EGRESS_RESOLVE",
+                "git.test=11.0.0.1,private.git.test=10.0.0.5",
+            ),
+        ],
+    );
+    // A TLS "git host" at 11.0.0.1:443 (global unicast, so the guard's
+    // address check passes) in the supervisor's namespace: a bare repo
+    // served by the dumb HTTP protocol.
+    let srv = t.s.root.join("gitsrv");
+    let site = srv.join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    let sh = |cmd: &str| {
+        let out = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(cmd)
+            .current_dir(&srv)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    sh("git init -q --bare site/repo.git && git init -q work && echo 'hello through the guard' > work/README \
+        && git -C work add README && git -C work -c user.name=t -c user.email=t@t commit -qm init \
+        && git -C work push -q ../site/repo.git HEAD:refs/heads/main \
+        && git --git-dir site/repo.git symbolic-ref HEAD refs/heads/main \
+        && git --git-dir site/repo.git update-server-info");
+    sh(
+        "openssl req -x509 -newkey rsa:2048 -nodes -keyout key.pem -out cert.pem -days 1 \
+        -subj /CN=git.test -addext subjectAltName=DNS:git.test,DNS:private.git.test 2>/dev/null",
+    );
+    let mut server = Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg(GIT_SMART_HTTP_SERVER)
+        .current_dir(&srv)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // The terminal user trusts the test CA through its own ~/.gitconfig.
+    let ca = std::fs::read_to_string(srv.join("cert.pem")).unwrap();
+    let ws = t.workspace();
+    for (path, content) in [
+        ("ca.pem".to_owned(), ca),
+        (
+            ".gitconfig".to_owned(),
+            format!("[http]\n\tsslCAInfo = {}/ca.pem\n", ws.display()),
+        ),
+    ] {
+        let (status, v) = t.post(
+            "/_control/terminal/file/write",
+            json!({"path": path, "content": content}),
+        );
+        assert_eq!(status, 200, "{v}");
+    }
+    let (status, v) = t.post(
+        "/_control/terminal/git-clone",
+        json!({"repoUrl": "https://git.test/repo.git", "branch": "main"}),
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["cloned"], true, "{v}");
+    assert_eq!(v["egressDenied"], false, "{v}");
+    assert_eq!(v["targetDir"], ws.join("repo").display().to_string());
+    assert_eq!(
+        std::fs::read_to_string(ws.join("repo/README")).unwrap(),
+        "hello through the guard\n"
+    );
+    assert!(t.stderr_text().contains(
+        r#""decision":"allow","host":"git.test","port":443,"proto":"connect","reason":"host matches allowlist entry git.test""#
+    ), "no allow audit line");
+    // On the allowlist, but resolving to a private address: the guard
+    // refuses and git-clone reports it.
+    let (status, v) = t.post(
+        "/_control/terminal/git-clone",
+        json!({"repoUrl": "https://private.git.test/repo.git", "targetDir": "priv"}),
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["cloned"], false, "{v}");
+    assert_eq!(v["egressDenied"], true, "{v}");
+    assert!(t
+        .stderr_text()
+        .contains("resolved address 10.0.0.5 is a private address"));
 }

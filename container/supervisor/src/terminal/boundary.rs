@@ -174,6 +174,7 @@ pub async fn establish(app: &App, control_port: u16) -> Boundary {
         &ns.guard_listener,
         EGRESS_UID,
         app.settings.egress_allowlist.as_deref(),
+        app.settings.egress_resolve.as_deref(),
     ) {
         Ok(pid) => pid,
         Err(e) => {
@@ -239,7 +240,7 @@ async fn self_test(app: &App, ready: &Ready, control_port: u16) -> BTreeMap<Stri
             &facts,
             &Expected {
                 uid: TERMINAL_UID,
-                env: env::command_env()
+                env: env::command_env(&s.workspace_dir)
                     .into_iter()
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect(),

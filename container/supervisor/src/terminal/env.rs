@@ -1,18 +1,20 @@
 //! The environment layer: terminal processes start from an empty
 //! environment plus exactly SPEC §8's list — nothing of the supervisor's
 //! (no control token, no provider key, no Hermes path) can leak through.
+//! `HOME` is the workspace (SPEC: `/workspace`, which is the workspace).
 
 use hermes_protocol::ports::EGRESS_GUARD_PORT;
 
-/// The complete environment of a terminal command.
-pub fn command_env() -> Vec<(&'static str, String)> {
+/// The complete environment of a terminal command. `home` is the
+/// workspace (`/workspace` in the image; the override in tests).
+pub fn command_env(home: &std::path::Path) -> Vec<(&'static str, String)> {
     let proxy = format!("http://127.0.0.1:{EGRESS_GUARD_PORT}");
     vec![
         (
             "PATH",
             "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_owned(),
         ),
-        ("HOME", "/workspace".to_owned()),
+        ("HOME", home.display().to_string()),
         ("LANG", "C.UTF-8".to_owned()),
         ("LC_ALL", "C.UTF-8".to_owned()),
         ("TERM", "dumb".to_owned()),
@@ -32,7 +34,10 @@ mod tests {
 
     #[test]
     fn exactly_the_spec_list() {
-        let names: Vec<&str> = command_env().iter().map(|(k, _)| *k).collect();
+        let names: Vec<&str> = command_env(std::path::Path::new("/workspace"))
+            .iter()
+            .map(|(k, _)| *k)
+            .collect();
         assert_eq!(
             names,
             [
@@ -50,7 +55,7 @@ mod tests {
                 "DO_NOT_TRACK"
             ]
         );
-        assert!(command_env()
+        assert!(command_env(std::path::Path::new("/workspace"))
             .iter()
             .all(|(_, v)| !v.contains("TOKEN") && !v.contains("KEY")));
     }

@@ -15,12 +15,41 @@ use std::process::{Command, ExitCode, Stdio};
 use std::sync::Arc;
 
 use hermes_egress::allowlist::ENV_VAR;
-use hermes_egress::server::{Guard, GuardConfig, StderrAudit, SystemResolver};
+use hermes_egress::host::normalise_host;
+use hermes_egress::server::{
+    Guard, GuardConfig, Resolve, StaticResolver, StderrAudit, SystemResolver,
+};
 use hermes_egress::Allowlist;
 
 /// argv\[1\] that selects this mode.
 pub const GUARD_ARG: &str = "__egress-guard";
 const LISTENER_FD: RawFd = 3;
+const RESOLVE_ENV: &str = hermes_protocol::ports::env::EGRESS_RESOLVE;
+
+/// The resolver: the system's, behind fixed `host=ip` answers if given.
+/// Malformed pairs are skipped (and logged); answers are still classified.
+fn resolver(fixed: Option<&str>) -> Arc<dyn Resolve> {
+    let Some(fixed) = fixed else {
+        return Arc::new(SystemResolver);
+    };
+    let mut table = StaticResolver::new();
+    for pair in fixed.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let parsed = pair.split_once('=').and_then(|(host, ip)| {
+            Some((
+                normalise_host(host).ok()?,
+                ip.trim().parse::<std::net::IpAddr>().ok()?,
+            ))
+        });
+        match parsed {
+            Some((host, ip)) => table = table.with(&host, ip),
+            None => eprintln!(
+                "{}",
+                serde_json::json!({"event": "resolve_entry_dropped", "entry": pair})
+            ),
+        }
+    }
+    Arc::new(table.with_fallback(Arc::new(SystemResolver)))
+}
 
 fn move_fd_to_3(fd: RawFd) -> std::io::Result<()> {
     if fd == LISTENER_FD {
@@ -63,6 +92,7 @@ pub fn spawn(
     listener: &std::net::TcpListener,
     uid: u32,
     allowlist_env: Option<&str>,
+    resolve_env: Option<&str>,
 ) -> std::io::Result<u32> {
     let mut cmd = Command::new(exe);
     cmd.arg(GUARD_ARG)
@@ -73,6 +103,9 @@ pub fn spawn(
         .stderr(Stdio::inherit());
     if let Some(value) = allowlist_env {
         cmd.env(ENV_VAR, value);
+    }
+    if let Some(value) = resolve_env {
+        cmd.env(RESOLVE_ENV, value);
     }
     let fd = listener.as_raw_fd();
     // SAFETY: the closure makes only async-signal-safe syscalls.
@@ -116,7 +149,7 @@ pub fn main() -> ExitCode {
         let guard = Guard::new(
             GuardConfig::default(),
             allowlist,
-            Arc::new(SystemResolver),
+            resolver(std::env::var(RESOLVE_ENV).ok().as_deref()),
             Arc::new(StderrAudit),
         );
         let mut terminate =

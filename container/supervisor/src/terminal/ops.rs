@@ -74,7 +74,7 @@ pub async fn run_command(
     extra_env: &[(&str, &str)],
 ) -> Result<run::RunOutput, SupervisorError> {
     let sandbox = ready.sandbox(cwd).map_err(bad)?;
-    let mut command_env: Vec<(String, String)> = env::command_env()
+    let mut command_env: Vec<(String, String)> = env::command_env(&ready.workspace)
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
@@ -155,7 +155,7 @@ pub async fn run_helper(
         RunSpec {
             program: &ready.exe,
             args: vec![OsStr::new(HELPER_ARG)],
-            env: env::command_env()
+            env: env::command_env(&ready.workspace)
                 .into_iter()
                 .map(|(k, v)| (k.to_owned(), v))
                 .collect(),
