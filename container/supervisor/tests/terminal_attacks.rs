@@ -207,8 +207,47 @@ impl Term {
     }
 }
 
+/// Every live descendant of `root` (by /proc parent links).
+fn descendants(root: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let ppid = stat[stat.rfind(')')? + 2..]
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            Some((pid, ppid))
+        })
+        .collect();
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(
+            parents
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
 impl Drop for Term {
     fn drop(&mut self) {
+        // Background servers the tests started outlive a SIGKILLed
+        // supervisor outside a PID namespace (in a container they die with
+        // PID 1): the supervisor is their subreaper, so they are found here.
+        for pid in descendants(self.s.pid()) {
+            // SAFETY: signals a process of this test's own supervisor tree.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
         let _ = self.s.child.kill();
         let _ = self.s.child.wait();
         let _ = std::fs::remove_dir_all(&self.s.root);
