@@ -18,6 +18,13 @@ inputs_hash() {
   } | sha256sum | cut -d' ' -f1
 }
 
+# One build at a time per checkout: two overlapping builds (a test run and a
+# developer, say) would interleave writes into build/ and leave a corrupt
+# wasm behind.
+mkdir -p build
+exec 9>build/.lock
+flock 9
+
 hash=$(inputs_hash)
 if [ -f build/.inputs ] && [ "$(cat build/.inputs)" = "$hash" ] && [ -f build/worker/shim.mjs ]; then
   echo "worker bundle up to date (build/worker)" >&2

@@ -22,10 +22,11 @@ stack_start() {
     "$STACK_SECRET" "$STACK_DEVHOST" "${1:-}" > "$STACK_DIR/env")
   # Same bundle and bindings, absolute paths, no [build] step: its file
   # watcher reloads the Worker at random moments (see tests/common).
-  awk -v root="$ROOT" '
+  cp -r "$ROOT/build" "$STACK_DIR/bundle"
+  awk -v root="$ROOT" -v bundle="$STACK_DIR/bundle" '
     /^\[/ { skip = ($0 == "[build]") }
     skip { next }
-    { sub(/main = "build\//, "main = \"" root "/build/"); sub(/image = "\.\/container\//, "image = \"" root "/container/"); print }
+    { sub(/main = "build\//, "main = \"" bundle "/"); sub(/image = "\.\/container\//, "image = \"" root "/container/"); print }
   ' "$ROOT/wrangler.toml" > "$STACK_DIR/wrangler.toml"
   setsid wrangler dev --config "$STACK_DIR/wrangler.toml" --ip 127.0.0.1 --port "$wport" --inspector-port "$iport" --env-file "$STACK_DIR/env" \
     --persist-to "$STACK_DIR/state" --show-interactive-dev-session=false --log-level info >"$STACK_DIR/wrangler.log" 2>&1 &

@@ -98,7 +98,7 @@ macro_rules! require_or_skip {
 /// moment of its choosing, failing requests in flight ("Your worker
 /// restarted mid-request"); the harness builds once beforehand instead
 /// (scripts/test.sh runs scripts/build-worker.sh).
-pub fn test_config() -> Result<String, String> {
+pub fn test_config(bundle_dir: &Path) -> Result<String, String> {
     let root = repo_root();
     let text = std::fs::read_to_string(root.join("wrangler.toml")).map_err(|e| e.to_string())?;
     let mut out = String::new();
@@ -131,6 +131,20 @@ pub fn test_config() -> Result<String, String> {
     Ok(out)
 }
 
+fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(to).map_err(|e| e.to_string())?;
+    for entry in std::fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let target = to.join(entry.file_name());
+        if entry.file_type().map_err(|e| e.to_string())?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
 /// A running `wrangler dev`.
 pub struct WranglerDev {
     child: Child,
@@ -155,8 +169,13 @@ impl WranglerDev {
         let log = state.path().join("wrangler.log");
         let log_file = std::fs::File::create(&log).map_err(|e| e.to_string())?;
         let err_file = log_file.try_clone().map_err(|e| e.to_string())?;
+        // A private copy of the bundle: a rebuild of build/ while the test
+        // runs (another checkout's tests, a developer) must not reload
+        // this Worker or hand workerd a half-written wasm file.
+        let bundle = state.path().join("bundle");
+        copy_dir(&repo_root().join("build"), &bundle)?;
         let config = state.path().join("wrangler.toml");
-        std::fs::write(&config, test_config()?).map_err(|e| e.to_string())?;
+        std::fs::write(&config, test_config(&bundle)?).map_err(|e| e.to_string())?;
         let mut cmd = Command::new(wrangler);
         cmd.current_dir(repo_root())
             .args(["dev", "--ip", "127.0.0.1", "--port", &port.to_string()])
