@@ -81,6 +81,18 @@ async fn handle(req: Request, env: &Env) -> Result<Response> {
                 Err(refusal) => error_response(&refusal.for_agent(agent.as_str())),
             }
         }
+        RouteMatch::Found(Route::Port) => {
+            let (port, rest) = proxy_path::port_route(&path).unwrap_or(("", ""));
+            let checked = proxy_path::parse_exposable_port(port)
+                .and_then(|port| proxy_path::canonical_subpath(rest).map(|c| (port, c)));
+            match checked {
+                Ok((port, canonical)) => {
+                    let target = format!("{}{port}{canonical}", proxy_path::PORTS_PREFIX);
+                    forward_to_object(req, env, &agent, &target, query.as_deref()).await
+                }
+                Err(refusal) => error_response(&refusal.for_agent(agent.as_str())),
+            }
+        }
         RouteMatch::Found(_) => forward_to_object(req, env, &agent, &path, query.as_deref()).await,
     }
 }

@@ -130,6 +130,38 @@ pub fn proxy_subpath(path: &str) -> Option<&str> {
     (rest.is_empty() || rest.starts_with('/')).then_some(rest)
 }
 
+/// Route prefix of exposed terminal ports.
+pub const PORTS_PREFIX: &str = "/hosted/agent/ports/";
+
+/// `/hosted/agent/ports/<port>[/<rest>]` → the raw port text and the raw
+/// rest (empty or starting with `/`).
+pub fn port_route(path: &str) -> Option<(&str, &str)> {
+    let rest = path.strip_prefix(PORTS_PREFIX)?;
+    Some(match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    })
+}
+
+/// A port a terminal user may expose: 1024..=65535, not one of the
+/// platform's own.
+pub fn parse_exposable_port(raw: &str) -> Result<u16, ApiError> {
+    let bad = || {
+        ApiError::new(
+            ErrorCode::BadRequest,
+            "port must be 1024..65535 and not a reserved platform port",
+        )
+    };
+    if raw.is_empty() || raw.len() > 5 || !raw.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let port: u16 = raw.parse().map_err(|_| bad())?;
+    if port < 1024 || hermes_protocol::ports::RESERVED_PORTS.contains(&port) {
+        return Err(bad());
+    }
+    Ok(port)
+}
+
 /// Refuse session keys in the platform's reserved namespace.
 pub fn check_session_key(value: Option<&str>) -> Result<(), ApiError> {
     match value {
@@ -240,6 +272,26 @@ mod tests {
         ];
         for (url, want) in rows {
             assert_eq!(raw_path_and_query(url), want, "{url}");
+        }
+    }
+
+    #[test]
+    fn port_routes() {
+        assert_eq!(
+            port_route("/hosted/agent/ports/3000/x/y"),
+            Some(("3000", "/x/y"))
+        );
+        assert_eq!(port_route("/hosted/agent/ports/3000"), Some(("3000", "")));
+        assert_eq!(port_route("/hosted/agent/portsx/3000"), None);
+        assert_eq!(parse_exposable_port("3000").unwrap(), 3000);
+        assert_eq!(parse_exposable_port("1024").unwrap(), 1024);
+        assert_eq!(parse_exposable_port("65535").unwrap(), 65535);
+        for bad in [
+            "", "1023", "65536", "8080", "8642", "9119", "3128", "+3000", "3000a", "03000a",
+            "999999",
+        ] {
+            let e = parse_exposable_port(bad).unwrap_err();
+            assert_eq!((e.status(), e.code.as_str()), (400, "bad_request"), "{bad}");
         }
     }
 

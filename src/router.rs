@@ -16,6 +16,8 @@ pub enum Route {
     Proxy,
     Chat,
     Terminal(TerminalOp),
+    /// `ALL /hosted/agent/ports/<port>/*`: an exposed terminal port.
+    Port,
 }
 
 /// Operations of the virtual terminal (SPEC §8).
@@ -80,6 +82,9 @@ fn only(method: &str, want: &'static [&'static str], route: Route) -> RouteMatch
 pub fn route(method: &str, path: &str) -> RouteMatch {
     if crate::proxy_path::proxy_subpath(path).is_some() {
         return RouteMatch::Found(Route::Proxy);
+    }
+    if crate::proxy_path::port_route(path).is_some() {
+        return RouteMatch::Found(Route::Port);
     }
     match path {
         "/hosted/agent/probe" => match method {

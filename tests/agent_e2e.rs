@@ -690,3 +690,147 @@ fn faults_hermes_killed_mid_stream_and_supervisor_killed() {
     );
     assert_eq!(check["nonRoot"], true);
 }
+
+#[test]
+fn terminal_through_the_edge() {
+    if !common::is_root() {
+        eprintln!("SKIP terminal test: the containment layers need root (devhost namespaces)");
+        return;
+    }
+    let stack = require_or_skip!(Stack::start(""));
+    let agent = random_agent();
+    let t = |op: &str, body: serde_json::Value| {
+        stack.call(
+            "POST",
+            &format!("/hosted/agent/terminal/{op}"),
+            &agent,
+            Some(&body.to_string()),
+            &[],
+        )
+    };
+
+    let status = stack.call("GET", "/hosted/agent/terminal/status", &agent, None, &[]);
+    assert_eq!(status.status, 200, "{}", status.body);
+    let status = status.json();
+    for layer in ["identity", "environment", "network", "filesystem"] {
+        assert_eq!(status["layers"][layer], "established", "{status}");
+    }
+    assert_eq!(status["uid"], 10002);
+    let check = stack
+        .call("GET", "/hosted/agent/boot-check", &agent, None, &[])
+        .json();
+    assert_eq!(
+        check["terminalBoundary"]["network"], "established",
+        "{check}"
+    );
+
+    let r = t("exec", serde_json::json!({"command": "echo hi; id -u"}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["stdout"], "hi\n10002\n");
+    assert_eq!(r.json()["exitCode"], 0);
+    // A failing command is a normal result.
+    let r = t("exec", serde_json::json!({"command": "exit 3"}));
+    assert_eq!(
+        (r.status, r.json()["exitCode"].as_i64()),
+        (200, Some(3)),
+        "{}",
+        r.body
+    );
+    // The agent's credentials are out of reach.
+    let r = t(
+        "exec",
+        serde_json::json!({"command": "cat /home/hermes/.hermes/.env"}),
+    )
+    .json();
+    assert_ne!(r["exitCode"], 0, "{r}");
+    assert!(
+        r["stderr"]
+            .as_str()
+            .unwrap_or("")
+            .contains("ermission denied"),
+        "{r}"
+    );
+    let r = t("exec", serde_json::json!({"command": "env"})).json();
+    for secret in ["API_SERVER_KEY", "CONTROL_TOKEN", "OPENAI_API_KEY"] {
+        assert!(!r["stdout"].as_str().unwrap_or("").contains(secret), "{r}");
+    }
+
+    // Files round-trip inside /workspace; escapes are refused.
+    let r = t(
+        "file/write",
+        serde_json::json!({"path": "notes/a.txt", "content": "hello file"}),
+    );
+    assert_eq!(
+        (r.status, r.json()["bytesWritten"].as_u64()),
+        (200, Some(10)),
+        "{}",
+        r.body
+    );
+    let r = t(
+        "file/read",
+        serde_json::json!({"path": "/workspace/notes/a.txt"}),
+    )
+    .json();
+    assert_eq!(r["content"], "hello file");
+    let names: Vec<String> = t("file/list", serde_json::json!({"path": "notes"})).json()["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, vec!["a.txt"]);
+    for bad in ["../etc/passwd", "/etc/passwd", "", "a\u{0}b"] {
+        let r = t("file/read", serde_json::json!({"path": bad}));
+        assert_json_error(&r, 400, "bad_request");
+    }
+    assert_json_error(
+        &t("exec", serde_json::json!({"command": ""})),
+        400,
+        "bad_request",
+    );
+    assert_json_error(
+        &t("exec", serde_json::json!({"nope": 1})),
+        400,
+        "bad_request",
+    );
+
+    // Egress outside the allowlist is refused by the guard.
+    let r = t(
+        "git-clone",
+        serde_json::json!({"repoUrl": "https://evil.example/repo.git"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["egressDenied"], true, "{}", r.body);
+    assert_json_error(
+        &t(
+            "git-clone",
+            serde_json::json!({"repoUrl": "http://github.com/x/y"}),
+        ),
+        400,
+        "bad_request",
+    );
+
+    // An exposed port is reachable through the edge; reserved ones are not.
+    assert_json_error(
+        &t("expose-port", serde_json::json!({"port": 8080})),
+        400,
+        "bad_request",
+    );
+    let r = t(
+        "exec",
+        serde_json::json!({"command": "mkdir -p site && echo served > site/index.html && cd site && (nohup python3 -m http.server 8123 --bind 127.0.0.1 >/dev/null 2>&1 &) && sleep 1"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = t("expose-port", serde_json::json!({"port": 8123}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = stack.call(
+        "GET",
+        "/hosted/agent/ports/8123/index.html",
+        &agent,
+        None,
+        &[],
+    );
+    assert_eq!((r.status, r.body.trim()), (200, "served"));
+    let r = stack.call("GET", "/hosted/agent/ports/8642/health", &agent, None, &[]);
+    assert_json_error(&r, 400, "bad_request");
+}

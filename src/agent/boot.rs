@@ -132,6 +132,8 @@ pub struct Lifecycle {
     /// Last fingerprint computed: (canonical key set, fingerprint). Saves
     /// the Web Crypto round trip on every model request; memory only.
     last_fingerprint: RefCell<Option<(String, String)>>,
+    /// When the runtime last confirmed the container is running.
+    last_liveness_ms: Cell<i64>,
 }
 
 impl Lifecycle {
@@ -181,8 +183,18 @@ impl Lifecycle {
             // One cheap check per request: a container that died (or was
             // killed) since it was verified is noticed here, not by a
             // failing proxied call.
+            // On Cloudflare `running` is a property read; over devhost it is
+            // an HTTP call, so there it is rate-limited to once a second
+            // (idempotent routes re-verify on failure anyway).
+            let now = now_ms();
+            if !cx.runtime.running_is_cheap() && now - self.last_liveness_ms.get() < 1_000 {
+                return Ok(boot);
+            }
             match cx.runtime.running().await {
-                Ok(true) => return Ok(boot),
+                Ok(true) => {
+                    self.last_liveness_ms.set(now);
+                    return Ok(boot);
+                }
                 Ok(false) | Err(_) => self.invalidate(),
             }
         }

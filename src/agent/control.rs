@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use hermes_protocol::{path, ports, ControlError};
+use hermes_protocol::{ports, ControlError};
 use serde::de::DeserializeOwned;
 use wasm_bindgen::JsValue;
 use worker::{AbortController, Headers, Response};
@@ -150,7 +150,8 @@ impl ControlClient<'_> {
         })
     }
 
-    /// Forward a request to Hermes' API through the supervisor, streaming
+    /// Forward a request through the supervisor (Hermes' API or an exposed
+    /// terminal port; `control_target` is the full control path), streaming
     /// both bodies. One attempt; `deadline` bounds the whole exchange inside
     /// the container; `header_timeout` bounds the wait for response headers
     /// here.
@@ -158,7 +159,7 @@ impl ControlClient<'_> {
     pub async fn forward(
         &self,
         method: &str,
-        hermes_path_and_query: &str,
+        control_target: &str,
         forwarded: &Headers,
         body: Option<JsValue>,
         deadline: Duration,
@@ -179,12 +180,12 @@ impl ControlClient<'_> {
                 &deadline.as_millis().to_string(),
             )
             .map_err(|e| CallError::Failed(e.to_string()))?;
-        let target = format!("{}{}", path::HERMES_API_PREFIX, hermes_path_and_query);
+        let target = control_target;
         let controller = AbortController::default();
         let call = self.runtime.fetch(
             ports::CONTROL_PORT,
             method,
-            &target,
+            target,
             &headers,
             body,
             &controller,

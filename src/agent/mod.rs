@@ -129,6 +129,7 @@ impl HermesAgent {
             Route::Proxy => self.handle_proxy(&cx, req).await,
             Route::Chat => self.handle_chat(&cx, req).await,
             Route::Terminal(op) => self.handle_terminal(&cx, op, req).await,
+            Route::Port => self.handle_port(&cx, req).await,
         })
     }
 
@@ -238,6 +239,37 @@ impl HermesAgent {
             .map(|b| b.control_token)
     }
 
+    /// An idempotent control call on a ready container: retried per the
+    /// policy, and when it still fails, the container is verified again
+    /// (booted anew if it died) and the call made once more.
+    async fn idempotent<T: serde::de::DeserializeOwned>(
+        &self,
+        cx: &Ctx<'_>,
+        method: &str,
+        control_path: &str,
+        body: Option<String>,
+    ) -> std::result::Result<T, ApiError> {
+        let token = self.ready_client(cx, None).await?;
+        let client = ControlClient {
+            runtime: cx.runtime,
+            token: &token,
+        };
+        match self
+            .retried(&client, method, control_path, body.clone())
+            .await
+        {
+            Ok(v) => Ok(v),
+            Err(_) => {
+                let token = self.ready_client(cx, None).await?;
+                let client = ControlClient {
+                    runtime: cx.runtime,
+                    token: &token,
+                };
+                self.retried(&client, method, control_path, body).await
+            }
+        }
+    }
+
     /// A retried JSON control call (probe, boot-check: idempotent).
     async fn retried<T: serde::de::DeserializeOwned>(
         &self,
@@ -279,20 +311,13 @@ impl HermesAgent {
             read: String,
             isolated: bool,
         }
-        let token = self.ready_client(cx, None).await?;
-        let client = ControlClient {
-            runtime: cx.runtime,
-            token: &token,
-        };
         let marker = format!("marker-for-{}-{}", cx.agent, random_hex(8)?);
         let body = serde_json::to_string(&ProbeWrite {
             marker: marker.clone(),
         })
         .unwrap_or_default();
-        let _: serde_json::Value = self
-            .retried(&client, "POST", path::PROBE, Some(body))
-            .await?;
-        let read: ProbeRead = self.retried(&client, "GET", path::PROBE, None).await?;
+        let _: serde_json::Value = self.idempotent(cx, "POST", path::PROBE, Some(body)).await?;
+        let read: ProbeRead = self.idempotent(cx, "GET", path::PROBE, None).await?;
         let isolated = read.read == marker;
         answer(ok_json(&Written {
             ok: true,
@@ -312,12 +337,7 @@ impl HermesAgent {
             agent_id: &'a str,
             read: String,
         }
-        let token = self.ready_client(cx, None).await?;
-        let client = ControlClient {
-            runtime: cx.runtime,
-            token: &token,
-        };
-        let read: ProbeRead = self.retried(&client, "GET", path::PROBE, None).await?;
+        let read: ProbeRead = self.idempotent(cx, "GET", path::PROBE, None).await?;
         answer(ok_json(&Read {
             ok: true,
             agent_id: cx.agent.as_str(),
@@ -328,12 +348,7 @@ impl HermesAgent {
     /// `GET /hosted/agent/boot-check`: the supervisor's report plus what
     /// the object knows about its boots.
     async fn handle_boot_check(&self, cx: &Ctx<'_>) -> Answer {
-        let token = self.ready_client(cx, None).await?;
-        let client = ControlClient {
-            runtime: cx.runtime,
-            token: &token,
-        };
-        let report: BootCheck = self.retried(&client, "GET", path::BOOT_CHECK, None).await?;
+        let report: BootCheck = self.idempotent(cx, "GET", path::BOOT_CHECK, None).await?;
         let mut value =
             serde_json::to_value(&report).map_err(|e| ApiError::internal(e.to_string()))?;
         let sql = self.state.storage().sql();
@@ -400,6 +415,7 @@ impl HermesAgent {
         let method = req.method();
         let body = body_of(&req, &method);
         let token = self.ready_client(cx, Some(&keys)).await?;
+        let target = format!("{}{target}", path::HERMES_API_PREFIX);
         self.forward(cx, &token, method.as_ref(), &target, &forwarded, body)
             .await
     }
@@ -433,15 +449,9 @@ impl HermesAgent {
         }
         let body = JsValue::from(worker::js_sys::Uint8Array::from(bytes.as_slice()));
         let token = self.ready_client(cx, Some(&keys)).await?;
-        self.forward(
-            cx,
-            &token,
-            "POST",
-            "/v1/chat/completions",
-            &forwarded,
-            Some(body),
-        )
-        .await
+        let target = format!("{}/v1/chat/completions", path::HERMES_API_PREFIX);
+        self.forward(cx, &token, "POST", &target, &forwarded, Some(body))
+            .await
     }
 
     /// `/hosted/agent/terminal/*`: forwarded to the supervisor, which runs
@@ -526,6 +536,27 @@ impl HermesAgent {
         }
     }
 
+    /// `ALL /hosted/agent/ports/<port>/*`: HTTP to a port the terminal user
+    /// exposed, through the supervisor (the server listens inside the
+    /// terminal's network namespace). One attempt, streamed.
+    async fn handle_port(&self, cx: &Ctx<'_>, req: Request) -> Answer {
+        let path = req.path();
+        let (port, rest) = proxy_path::port_route(&path).ok_or_else(ApiError::not_found)?;
+        let port = proxy_path::parse_exposable_port(port)?;
+        let canonical = proxy_path::canonical_subpath(rest)?;
+        let query = req.url().ok().and_then(|u| u.query().map(str::to_owned));
+        let mut target = format!("{}{port}{canonical}", path::TERMINAL_PORTS_PREFIX);
+        if let Some(q) = query {
+            target = format!("{target}?{q}");
+        }
+        let forwarded = copy_headers(req.headers(), PORT_FORWARDED_HEADERS)?;
+        let method = req.method();
+        let body = body_of(&req, &method);
+        let token = self.ready_client(cx, None).await?;
+        self.forward(cx, &token, method.as_ref(), &target, &forwarded, body)
+            .await
+    }
+
     async fn forward(
         &self,
         cx: &Ctx<'_>,
@@ -562,6 +593,17 @@ impl HermesAgent {
         }
     }
 }
+
+/// Headers forwarded to an exposed port (never the caller's credentials).
+const PORT_FORWARDED_HEADERS: &[&str] = &[
+    "content-type",
+    "accept",
+    "accept-encoding",
+    "cache-control",
+    "if-none-match",
+    "if-modified-since",
+    "range",
+];
 
 /// Upper bound of one terminal operation (exec allows 600 s, plus margin).
 const TERMINAL_TIMEOUT: Duration = Duration::from_secs(660);

@@ -103,6 +103,11 @@ impl Runtime {
         abort_on_timeout(outcome, controller).map_err(|e| e.to_string())
     }
 
+    /// Is [`Self::running`] a local read (true) or a network call (false)?
+    pub fn running_is_cheap(&self) -> bool {
+        matches!(self, Runtime::Cloudflare(_))
+    }
+
     pub async fn running(&self) -> Result<bool, String> {
         match self {
             Runtime::Cloudflare(c) => Ok(c.running()),
