@@ -833,4 +833,24 @@ fn terminal_through_the_edge() {
     assert_eq!((r.status, r.body.trim()), (200, "served"));
     let r = stack.call("GET", "/hosted/agent/ports/8642/health", &agent, None, &[]);
     assert_json_error(&r, 400, "bad_request");
+
+    // Hermes reaches the terminal only through the MCP server: a tool call
+    // made by the model writes a file that the terminal route then reads.
+    let call =
+        r#"[mock:tool=mcp__hermes_terminal__write_file {"path":"mcp.txt","content":"via mcp"}]"#;
+    let r = stack.call(
+        "POST",
+        "/hosted/agent/v1/chat/completions",
+        &agent,
+        Some(&chat_body(call, false)),
+        &[],
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let content = r.json()["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    assert!(content.starts_with("mock: tool result:"), "{content}");
+    let r = t("file/read", serde_json::json!({"path": "mcp.txt"})).json();
+    assert_eq!(r["content"], "via mcp", "{r}");
 }

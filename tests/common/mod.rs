@@ -114,7 +114,7 @@ pub fn test_config(bundle_dir: &Path) -> Result<String, String> {
         let line = line
             .replace(
                 "main = \"build/",
-                &format!("main = \"{}/build/", root.display()),
+                &format!("main = \"{}/", bundle_dir.display()),
             )
             .replace(
                 "image = \"./container/",
@@ -124,7 +124,7 @@ pub fn test_config(bundle_dir: &Path) -> Result<String, String> {
         out.push('\n');
     }
     if out.contains("[build]")
-        || !out.contains(&format!("{}/build/worker/shim.mjs", root.display()))
+        || !out.contains(&format!("{}/worker/shim.mjs", bundle_dir.display()))
     {
         return Err("could not derive the test wrangler config".into());
     }
