@@ -53,6 +53,11 @@ pub fn run() -> ExitCode {
         Some(terminal::helper::HELPER_ARG) => return terminal::helper::main(),
         Some(terminal::guard::GUARD_ARG) => return terminal::guard::main(),
         Some(terminal::mcp_stdio::MCP_ARG) => return terminal::mcp_stdio::main(),
+        // For image checks: prints the version and exits, touching nothing.
+        Some("--version") => {
+            println!("hermes-supervisor {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
         Some(_) | None => {}
     }
     let settings = match config::Settings::from_env() {

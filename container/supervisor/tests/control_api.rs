@@ -453,3 +453,17 @@ fn start_before_provision_is_refused_and_activity_is_reported() {
     assert_eq!(status, 200);
     assert_eq!(body["inFlight"], 0);
 }
+
+#[test]
+fn version_flag_prints_and_exits_without_a_token() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hermes-supervisor"))
+        .arg("--version")
+        .env_remove("CONTROL_TOKEN")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("hermes-supervisor {}", env!("CARGO_PKG_VERSION"))
+    );
+}
