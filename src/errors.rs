@@ -27,6 +27,7 @@ pub enum ErrorCode {
     ServerMisconfigured,
     TerminalUnavailable,
     TerminalError,
+    WorkspaceCliDisabled,
     Internal,
 }
 
@@ -51,6 +52,7 @@ impl ErrorCode {
             Self::ServerMisconfigured => "server_misconfigured",
             Self::TerminalUnavailable => "terminal_unavailable",
             Self::TerminalError => "terminal_error",
+            Self::WorkspaceCliDisabled => "workspace_cli_disabled",
             Self::Internal => "internal",
         }
     }
@@ -66,7 +68,7 @@ impl ErrorCode {
             | Self::MissingAgentId
             | Self::InvalidAgentId => 400,
             Self::Unauthorized => 401,
-            Self::NotFound => 404,
+            Self::NotFound | Self::WorkspaceCliDisabled => 404,
             Self::MethodNotAllowed => 405,
             Self::PayloadTooLarge => 413,
             Self::Internal => 500,

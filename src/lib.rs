@@ -16,6 +16,7 @@ pub mod proxy_path;
 pub mod retry;
 pub mod router;
 pub mod settings;
+pub mod workspace;
 
 #[cfg(target_arch = "wasm32")]
 mod agent;

@@ -20,6 +20,9 @@ pub enum Route {
     Port,
 }
 
+/// Control path of the Workspace CLI operation.
+pub const WORKSPACE_CONTROL_PATH: &str = "/_control/terminal/workspace";
+
 /// Operations of the virtual terminal (SPEC §8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TerminalOp {
@@ -30,6 +33,8 @@ pub enum TerminalOp {
     FileList,
     ExposePort,
     Status,
+    /// Google Workspace CLI (`gws`) invocation with a per-call token.
+    Workspace,
 }
 
 impl TerminalOp {
@@ -44,6 +49,7 @@ impl TerminalOp {
             Self::FileList => path::TERMINAL_FILE_LIST,
             Self::ExposePort => path::TERMINAL_EXPOSE_PORT,
             Self::Status => path::TERMINAL_STATUS,
+            Self::Workspace => WORKSPACE_CONTROL_PATH,
         }
     }
 
@@ -114,6 +120,9 @@ pub fn route(method: &str, path: &str) -> RouteMatch {
         }
         "/hosted/agent/terminal/status" => {
             only(method, &["GET"], Route::Terminal(TerminalOp::Status))
+        }
+        "/hosted/agent/terminal/workspace" => {
+            only(method, &["POST"], Route::Terminal(TerminalOp::Workspace))
         }
         _ => RouteMatch::NotFound,
     }

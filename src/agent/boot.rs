@@ -430,6 +430,13 @@ impl Lifecycle {
                 cx.agent.to_string(),
             ),
         ];
+        // Non-secret feature switches the supervisor reads at start; a
+        // change takes effect at the next boot (evict to apply it now).
+        if crate::workspace::enabled(
+            string_binding(cx.env, "HERMES_WORKSPACE_CLI_ENABLED").as_deref(),
+        ) {
+            env.push(("HERMES_WORKSPACE_CLI_ENABLED".to_owned(), "true".to_owned()));
+        }
         if let Some(hosts) = string_binding(cx.env, "EGRESS_ALLOWED_HOSTS") {
             env.push(("EGRESS_ALLOWED_HOSTS".to_owned(), hosts));
         }

@@ -102,6 +102,19 @@ impl ControlClient<'_> {
         body: Option<String>,
         timeout: Duration,
     ) -> Result<T, ControlFailure> {
+        self.call_with_headers(method, control_path, body, timeout, &[])
+            .await
+    }
+
+    /// [`Self::call_timed`] with extra request headers (the Workspace token).
+    pub async fn call_with_headers<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        control_path: &str,
+        body: Option<String>,
+        timeout: Duration,
+        extra: &[(&str, &str)],
+    ) -> Result<T, ControlFailure> {
         let fail = |m: String| ControlFailure {
             code: None,
             detail: None,
@@ -112,6 +125,9 @@ impl ControlClient<'_> {
         let headers = self
             .headers(body.is_some())
             .map_err(|e| fail(e.to_string()))?;
+        for (name, value) in extra {
+            headers.set(name, value).map_err(|e| fail(e.to_string()))?;
+        }
         let controller = AbortController::default();
         let call = self.runtime.fetch(
             ports::CONTROL_PORT,

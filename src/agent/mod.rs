@@ -36,6 +36,7 @@ use crate::proxy_path::{
 use crate::retry::{retry, RetryPolicy};
 use crate::router::{self, Route, RouteMatch, TerminalOp};
 use crate::settings;
+use crate::workspace;
 
 /// Largest chat request body accepted.
 const CHAT_BODY_MAX: usize = 5 * 1024 * 1024;
@@ -459,6 +460,26 @@ impl HermesAgent {
     /// (and answers 503 `terminal_unavailable` naming the layer otherwise).
     /// One attempt except for `status`.
     async fn handle_terminal(&self, cx: &Ctx<'_>, op: TerminalOp, mut req: Request) -> Answer {
+        // The Workspace CLI: off unless enabled, and never without a
+        // well-formed per-call token (checked before anything boots).
+        let workspace_token = if op == TerminalOp::Workspace {
+            if !workspace::enabled(
+                string_binding(&self.env, "HERMES_WORKSPACE_CLI_ENABLED").as_deref(),
+            ) {
+                return Err(ApiError::new(
+                    ErrorCode::WorkspaceCliDisabled,
+                    "the Workspace CLI is disabled (HERMES_WORKSPACE_CLI_ENABLED is not true)",
+                ));
+            }
+            let raw = req
+                .headers()
+                .get(workspace::WORKSPACE_TOKEN_HEADER)
+                .ok()
+                .flatten();
+            Some(workspace::check_token(raw.as_deref())?.to_owned())
+        } else {
+            None
+        };
         let token = self.ready_client(cx, None).await?;
         let client = ControlClient {
             runtime: cx.runtime,
@@ -500,13 +521,19 @@ impl HermesAgent {
             |_| {
                 let body = body.clone();
                 let client = &client;
+                let workspace_token = &workspace_token;
                 async move {
+                    let extra: Vec<(&str, &str)> = workspace_token
+                        .as_deref()
+                        .map(|t| vec![(workspace::WORKSPACE_TOKEN_HEADER, t)])
+                        .unwrap_or_default();
                     client
-                        .call_timed::<serde_json::Value>(
+                        .call_with_headers::<serde_json::Value>(
                             method,
                             op.control_path(),
                             body,
                             TERMINAL_TIMEOUT,
+                            &extra,
                         )
                         .await
                         .map_err(|f| {
