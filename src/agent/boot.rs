@@ -233,6 +233,25 @@ impl Lifecycle {
         }
     }
 
+    /// The key set to provision: the request's, or the platform keys.
+    async fn resolve_keys(
+        &self,
+        cx: &Ctx<'_>,
+        want: Option<&DesiredKeys>,
+    ) -> Result<DesiredKeys, ApiError> {
+        match want {
+            Some(k) => Ok(DesiredKeys {
+                set: k.set.clone(),
+                fingerprint: k.fingerprint.clone(),
+            }),
+            None => {
+                let set = cx.platform_keys();
+                let fingerprint = self.fingerprint(cx, &set).await?;
+                Ok(DesiredKeys { set, fingerprint })
+            }
+        }
+    }
+
     async fn boot_or_reuse(
         &self,
         cx: &Ctx<'_>,
@@ -251,17 +270,7 @@ impl Lifecycle {
                     // it is idempotent, then start.
                     let provision = needs_keys || !hermes_ready;
                     if provision || boot.status != "ready" {
-                        let keys = match want {
-                            Some(k) => DesiredKeys {
-                                set: k.set.clone(),
-                                fingerprint: k.fingerprint.clone(),
-                            },
-                            None => {
-                                let set = cx.platform_keys();
-                                let fingerprint = self.fingerprint(cx, &set).await?;
-                                DesiredKeys { set, fingerprint }
-                            }
-                        };
+                        let keys = self.resolve_keys(cx, want).await?;
                         // Keys changed or Hermes was stopped: provision and
                         // (re)start Hermes in the running container.
                         self.provision_and_start(cx, &boot, &keys, provision)
@@ -346,17 +355,7 @@ impl Lifecycle {
             ApiError::internal(format!("storage: {e}")).for_agent(cx.agent.as_str())
         };
         let sql = cx.sql();
-        let keys = match want {
-            Some(k) => DesiredKeys {
-                set: k.set.clone(),
-                fingerprint: k.fingerprint.clone(),
-            },
-            None => {
-                let set = cx.platform_keys();
-                let fingerprint = self.fingerprint(cx, &set).await?;
-                DesiredKeys { set, fingerprint }
-            }
-        };
+        let keys = self.resolve_keys(cx, want).await?;
         let secret_hex = hermes_protocol::limits::SECRET_BYTES;
         let mut boot = BootRecord {
             boot_id: random_hex(16)?,
