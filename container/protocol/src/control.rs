@@ -50,6 +50,9 @@ pub mod path {
     /// `GET` → [`crate::terminal::TerminalStatus`] (answers even when the
     /// boundary is down: it says which layer failed).
     pub const TERMINAL_STATUS: &str = "/_control/terminal/status";
+    /// `POST` [`crate::workspace::WorkspaceRequest`] with the token in the
+    /// [`crate::workspace::TOKEN_HEADER`] header → [`crate::terminal::ExecResult`].
+    pub const TERMINAL_WORKSPACE: &str = crate::workspace::PATH;
 }
 
 /// Headers of the control API.

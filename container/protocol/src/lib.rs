@@ -11,5 +11,6 @@ pub mod control;
 pub mod limits;
 pub mod ports;
 pub mod terminal;
+pub mod workspace;
 
 pub use control::*;

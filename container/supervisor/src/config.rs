@@ -71,6 +71,12 @@ pub struct Settings {
     /// `/var/tmp/hermes-edge-landlock-canary`): a world-writable directory
     /// outside the workspace that the self-test must fail to write into.
     pub landlock_canary_dir: PathBuf,
+    /// `HERMES_WORKSPACE_CLI_ENABLED` is exactly `true`: the Google
+    /// Workspace route answers, and `egress_allowlist` above already
+    /// includes the Google API hosts (container-wide).
+    pub workspace_cli_enabled: bool,
+    /// `HERMES_GWS_BIN` (default `/usr/local/bin/gws`).
+    pub gws_bin: PathBuf,
 }
 
 /// Why the supervisor refuses to start.
@@ -157,6 +163,16 @@ impl Settings {
         let path = |name: &str, default: &str| {
             PathBuf::from(get(name).unwrap_or_else(|| default.to_owned()))
         };
+        let workspace_cli_enabled =
+            lookup(hermes_protocol::workspace::ENABLED_ENV).as_deref() == Some("true");
+        let configured_allowlist = lookup(hermes_egress::allowlist::ENV_VAR);
+        let egress_allowlist = if workspace_cli_enabled {
+            Some(crate::terminal::workspace::widen_allowlist(
+                configured_allowlist.as_deref(),
+            ))
+        } else {
+            configured_allowlist
+        };
         Ok(Self {
             control_token,
             boot_id: get(env::BOOT_ID).unwrap_or_default(),
@@ -172,7 +188,12 @@ impl Settings {
             state_dir: path(env::STATE_DIR, "/var/lib/hermes-edge"),
             mock_model_url: get(env::MOCK_MODEL_URL),
             workspace_dir: absolute(env::WORKSPACE_DIR, path(env::WORKSPACE_DIR, "/workspace"))?,
-            egress_allowlist: lookup(hermes_egress::allowlist::ENV_VAR),
+            egress_allowlist,
+            workspace_cli_enabled,
+            gws_bin: path(
+                hermes_protocol::workspace::GWS_BIN_ENV,
+                hermes_protocol::workspace::GWS_BIN_DEFAULT,
+            ),
             egress_resolve: get(env::EGRESS_RESOLVE),
             terminal_max_file_bytes: match get(env::TERMINAL_MAX_FILE_BYTES) {
                 None => 1 << 30,
@@ -238,6 +259,32 @@ mod tests {
         assert!(settings(&[("HERMES_CONTROL_PORT", "80x")]).is_err());
         assert!(settings(&[("HERMES_API_PORT", "0")]).is_err());
         assert!(settings(&[("HERMES_CONTROL_HOST", "localhost")]).is_err());
+    }
+
+    #[test]
+    fn workspace_cli_is_on_only_for_exactly_true() {
+        for (value, on) in [
+            (Some("true"), true),
+            (Some("TRUE"), false),
+            (Some(" true"), false),
+            (Some("1"), false),
+            (Some("yes"), false),
+            (Some(""), false),
+            (None, false),
+        ] {
+            let mut pairs = vec![("EGRESS_ALLOWED_HOSTS", "github.com")];
+            if let Some(v) = value {
+                pairs.push(("HERMES_WORKSPACE_CLI_ENABLED", v));
+            }
+            let s = settings(&pairs).unwrap();
+            assert_eq!(s.workspace_cli_enabled, on, "{value:?}");
+            let list = s.egress_allowlist.unwrap();
+            assert_eq!(list.contains("=gmail.googleapis.com"), on, "{value:?}");
+            assert!(list.starts_with("github.com"));
+        }
+        let s = settings(&[]).unwrap();
+        assert_eq!(s.gws_bin, PathBuf::from("/usr/local/bin/gws"));
+        assert!(s.egress_allowlist.is_none());
     }
 
     #[test]

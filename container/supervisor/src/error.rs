@@ -24,6 +24,10 @@ pub enum SupervisorError {
     PayloadTooLarge(usize),
     #[error("no such control route")]
     NotFound,
+    /// The Google Workspace route while `HERMES_WORKSPACE_CLI_ENABLED` is
+    /// not exactly `true`.
+    #[error("Google Workspace access is not enabled for this container")]
+    WorkspaceCliDisabled,
     #[error("method not allowed on this route")]
     MethodNotAllowed,
     /// Hermes cannot be started or proxied to before provisioning.
@@ -60,6 +64,10 @@ impl SupervisorError {
             Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             Self::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             Self::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+            Self::WorkspaceCliDisabled => (
+                StatusCode::NOT_FOUND,
+                hermes_protocol::workspace::ERROR_WORKSPACE_CLI_DISABLED,
+            ),
             Self::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             Self::NotProvisioned => (StatusCode::CONFLICT, "not_provisioned"),
             Self::ProvisionFailed(_) => (StatusCode::INTERNAL_SERVER_ERROR, "provision_failed"),
@@ -115,7 +123,12 @@ mod tests {
 
     #[test]
     fn status_codes_by_cause() {
-        let rows: [(SupervisorError, u16, &str); 7] = [
+        let rows: [(SupervisorError, u16, &str); 8] = [
+            (
+                SupervisorError::WorkspaceCliDisabled,
+                404,
+                "workspace_cli_disabled",
+            ),
             (SupervisorError::Unauthorized, 401, "unauthorized"),
             (SupervisorError::BadRequest("x".into()), 400, "bad_request"),
             (SupervisorError::NotFound, 404, "not_found"),

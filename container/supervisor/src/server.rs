@@ -199,6 +199,22 @@ pub async fn route(
             ok_json(&terminal::expose_port(app, &body).await?)
         }
         (path::TERMINAL_STATUS, Method::GET) => ok_json(&terminal::status(app).await),
+        (path::TERMINAL_WORKSPACE, Method::POST) => {
+            if !app.settings.workspace_cli_enabled {
+                return Err(SupervisorError::WorkspaceCliDisabled);
+            }
+            // The token is read from its header only (never the body), and
+            // validated before the body is even read.
+            let token = terminal::workspace::validate_token(
+                req.headers()
+                    .get(hermes_protocol::workspace::TOKEN_HEADER)
+                    .map(|v| v.as_bytes()),
+            )
+            .map_err(|e| SupervisorError::BadRequest(e.to_string()))?;
+            let body: hermes_protocol::workspace::WorkspaceRequest =
+                read_json(req.into_body()).await?;
+            ok_json(&terminal::workspace::invoke(app, &token, &body).await?)
+        }
         (path::ACTIVITY, Method::GET) => ok_json(&Activity {
             ok: true,
             in_flight: app.activity.in_flight(),
@@ -219,7 +235,8 @@ pub async fn route(
             | path::TERMINAL_FILE_WRITE
             | path::TERMINAL_FILE_LIST
             | path::TERMINAL_EXPOSE_PORT
-            | path::TERMINAL_STATUS,
+            | path::TERMINAL_STATUS
+            | path::TERMINAL_WORKSPACE,
             _,
         ) => Err(SupervisorError::MethodNotAllowed),
         _ => Err(SupervisorError::NotFound),

@@ -28,6 +28,7 @@ pub mod probe;
 pub mod run;
 pub mod sandbox;
 pub mod seccomp;
+pub mod workspace;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, OnceLock};

@@ -93,6 +93,7 @@ pub async fn run_command(
             stdin: None,
             timeout,
             output_cap: EXEC_OUTPUT_MAX_BYTES,
+            kill_group_after_exit: false,
         },
     )
     .await
@@ -162,6 +163,7 @@ pub async fn run_helper(
             stdin: Some(input),
             timeout,
             output_cap: HELPER_OUTPUT_CAP,
+            kill_group_after_exit: false,
         },
     )
     .await

@@ -51,6 +51,10 @@ pub struct RunSpec<'a> {
     pub stdin: Option<Vec<u8>>,
     pub timeout: Duration,
     pub output_cap: usize,
+    /// SIGKILL the process group (and every descendant still linked to it)
+    /// as soon as the main process exits, so nothing it started outlives
+    /// it — for invocations whose environment holds a secret.
+    pub kill_group_after_exit: bool,
 }
 
 type Shared = std::sync::Arc<std::sync::Mutex<Captured>>;
@@ -150,6 +154,7 @@ pub async fn run(
         }
     };
     let cap = spec.output_cap;
+    let kill_after_exit = spec.kill_group_after_exit;
     let out_buf = Shared::default();
     let err_buf = Shared::default();
     let out_task = tokio::spawn(capture(stdout, cap, Shared::clone(&out_buf)));
@@ -159,7 +164,12 @@ pub async fn run(
         app.reaper.wait_exit(pid, spec.timeout).await
     };
     let (exit_code, timed_out) = match tokio::time::timeout(spec.timeout, waited).await {
-        Ok(Some(code)) => (code, false),
+        Ok(Some(code)) => {
+            if kill_after_exit {
+                kill_group_and_tree(pid);
+            }
+            (code, false)
+        }
         Ok(None) | Err(_) => {
             kill_group_and_tree(pid);
             let _ = app.reaper.wait_exit(pid, Duration::from_secs(5)).await;
