@@ -27,6 +27,10 @@ cargo build --workspace --bins --quiet
 # End-to-end prerequisites are required here: a missing one fails the run
 # instead of skipping.
 export HERMES_EDGE_REQUIRE_E2E=1
+step "wasm tests in node (wasm-bindgen-test-runner)"
+CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER="$TOOLS_DIR/bin/wasm-bindgen-test-runner" \
+  cargo test --target wasm32-unknown-unknown -p hermes-edge --test wasm_start_options
+
 step "cargo test --workspace"
 [ "${1:-}" = "--" ] && shift
 cargo test --workspace "$@"

@@ -24,3 +24,5 @@ mod agent;
 mod edge;
 #[cfg(target_arch = "wasm32")]
 mod http;
+#[cfg(target_arch = "wasm32")]
+pub mod js_options;

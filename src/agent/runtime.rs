@@ -27,23 +27,6 @@ pub enum Runtime {
     Devhost { base: String, container_id: String },
 }
 
-/// Build the start options as a plain JS object. worker 0.8.7's
-/// `ContainerStartupOptions` carries `env` as a `Map`, which workerd reads
-/// as an object with no own properties: the environment would be dropped
-/// silently.
-pub fn start_options(env: &[(String, String)]) -> Result<js_sys::Object, JsValue> {
-    let vars = js_sys::Object::new();
-    for (k, v) in env {
-        js_sys::Reflect::set(&vars, &JsValue::from_str(k), &JsValue::from_str(v))?;
-    }
-    let opts = js_sys::Object::new();
-    // Hermes reaches model providers; terminal egress is confined inside
-    // the container by the egress guard.
-    js_sys::Reflect::set(&opts, &JsValue::from_str("enableInternet"), &JsValue::TRUE)?;
-    js_sys::Reflect::set(&opts, &JsValue::from_str("env"), &vars)?;
-    Ok(opts)
-}
-
 fn js_err(e: JsValue) -> String {
     e.as_string()
         .or_else(|| {
@@ -127,7 +110,7 @@ impl Runtime {
     pub async fn start(&self, env: &[(String, String)]) -> Result<(), String> {
         match self {
             Runtime::Cloudflare(c) => {
-                let opts = start_options(env).map_err(js_err)?;
+                let opts = crate::js_options::start_options(env).map_err(js_err)?;
                 let raw: &worker_sys::Container = c.as_ref().unchecked_ref();
                 raw.start(&opts.into()).map_err(js_err)
             }
