@@ -252,3 +252,60 @@ fn requirements_pin_hermes_and_hash_everything() {
         "no machine-local sources"
     );
 }
+
+/// The Google Workspace CLI is pinned exactly in both places it comes from
+/// (npm metadata with integrity hash, the crates.io binary, --locked), its
+/// install script never runs, and it lands where the supervisor runs it.
+#[test]
+fn workspace_cli_is_pinned_exactly() {
+    use hermes_protocol::workspace::{GWS_BIN_DEFAULT, GWS_VERSION};
+    let runs = all("RUN").join("\n");
+    assert!(
+        runs.contains(&format!(
+            "cargo install --locked --root /gws google-workspace-cli@{GWS_VERSION}"
+        )),
+        "binary from crates.io, exact version, --locked"
+    );
+    assert!(runs.contains(&format!("grep -qx 'gws {GWS_VERSION}'")));
+    assert!(
+        runs.contains("npm ci --ignore-scripts"),
+        "npm from the lockfile, no postinstall download"
+    );
+    assert!(
+        !runs.contains("npm install") && !runs.contains("npx "),
+        "no unlocked npm resolution"
+    );
+    let copies = all("COPY");
+    assert!(copies
+        .iter()
+        .any(|c| c == "container/gws/package.json container/gws/package-lock.json ./"));
+    assert!(
+        copies
+            .iter()
+            .any(|c| c.starts_with("--from=gws-builder /gws/bin/gws ")),
+        "{copies:?}"
+    );
+    let env = all("ENV").join(" ");
+    assert!(env.contains(&format!("HERMES_GWS_BIN={GWS_BIN_DEFAULT}")));
+    assert!(
+        runs.contains(&format!(" {GWS_BIN_DEFAULT}")),
+        "symlink at the default path"
+    );
+
+    let manifest: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("container/gws/package.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        manifest["dependencies"]["@googleworkspace/cli"], GWS_VERSION,
+        "exact version, no range"
+    );
+    let lock: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("container/gws/package-lock.json")).unwrap(),
+    )
+    .unwrap();
+    let pkg = &lock["packages"]["node_modules/@googleworkspace/cli"];
+    assert_eq!(pkg["version"], GWS_VERSION);
+    assert!(pkg["integrity"].as_str().unwrap().starts_with("sha512-"));
+    assert_eq!(pkg["bin"]["gws"], "run.js");
+}
