@@ -23,6 +23,9 @@ cargo build --quiet -p hermes-supervisor -p hermes-devhost
 mkdir -p .wrangler && chmod 700 .wrangler
 env_file=.wrangler/dev.env
 header_file=.wrangler/dev-auth-header
+# Secret files are private; the umask is restored before anything else is
+# started (devhost's directories must stay traversable by containers).
+old_umask=$(umask)
 umask 077
 if [ ! -s "$env_file" ]; then
   printf 'SERVICE_AUTH_SECRET=%s\n' "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" > "$env_file"
@@ -33,6 +36,7 @@ grep -v -e '^HERMES_CONTAINER_RUNTIME=' -e '^DEVHOST_URL=' "$env_file" > "$env_f
 printf 'HERMES_CONTAINER_RUNTIME=devhost\nDEVHOST_URL=http://127.0.0.1:%s\n' "$DEVHOST_PORT" >> "$env_file.tmp"
 mv "$env_file.tmp" "$env_file"
 printf 'Authorization: Bearer %s\n' "$(sed -n 's/^SERVICE_AUTH_SECRET=//p' "$env_file")" > "$header_file"
+umask "$old_umask"
 
 pids=()
 cleanup() {

@@ -117,7 +117,12 @@ impl Runtime {
         if dir.exists() {
             std::fs::remove_dir_all(&dir)?;
         }
-        std::fs::create_dir_all(&dir)
+        std::fs::create_dir_all(&dir)?;
+        // Containers run in their own user namespaces and must traverse
+        // this directory to reach their own; a restrictive umask in the
+        // caller (0077) would otherwise lock every container out.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711))
     }
 
     /// `start(env)`: 409 when already running; a container that exited is

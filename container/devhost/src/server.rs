@@ -143,6 +143,12 @@ pub async fn run(config: Config) -> Result<(), String> {
         }
     }
     std::fs::create_dir_all(&config.state_dir)
+        .and_then(|()| {
+            use std::os::unix::fs::PermissionsExt;
+            // Traversable by the containers' user namespaces (see
+            // Runtime::clean_stale_state), whatever the caller's umask.
+            std::fs::set_permissions(&config.state_dir, std::fs::Permissions::from_mode(0o711))
+        })
         .map_err(|e| format!("state dir {}: {e}", config.state_dir.display()))?;
 
     let mock_listener = TcpListener::bind(config.mock_listen)
