@@ -520,7 +520,12 @@ fn the_token_does_not_outlive_the_invocation() {
     let lines: Vec<&str> = same["stdout"].as_str().unwrap().lines().collect();
     assert_eq!(lines, ["1", "0"], "{same}");
     // Nor did any file the supervisor or the guard wrote.
-    let mut stack = vec![s.root.clone()];
+    assert_not_on_disk(&s.root, &token);
+}
+
+/// No regular file under `root` contains `token`.
+fn assert_not_on_disk(root: &std::path::Path, token: &str) {
+    let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for e in std::fs::read_dir(&dir).unwrap().flatten() {
             let p = e.path();
@@ -530,7 +535,7 @@ fn the_token_does_not_outlive_the_invocation() {
             } else if ft.is_file() {
                 let data = std::fs::read(&p).unwrap_or_default();
                 assert!(
-                    !String::from_utf8_lossy(&data).contains(&token),
+                    !String::from_utf8_lossy(&data).contains(token),
                     "token on disk in {}",
                     p.display()
                 );
@@ -615,6 +620,74 @@ fn the_pinned_package_installs_and_prints_its_version() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
-    assert_eq!(text.trim(), format!("gws {GWS_VERSION}"));
+    // A disclaimer line follows the version.
+    assert_eq!(
+        text.lines().next(),
+        Some(format!("gws {GWS_VERSION}").as_str())
+    );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The real binary (when one is at hand) through the route, as the terminal
+/// user: it runs, and its API traffic goes to the egress guard (no other
+/// way out of the namespace), which lets the Google API host through.
+#[test]
+fn the_real_gws_runs_inside_the_boundary() {
+    let test = "the_real_gws_runs_inside_the_boundary";
+    if !root_is_usable() {
+        skip(test, "needs root (uid switch, namespaces, Landlock)");
+        return;
+    }
+    let Some(real) = std::env::var_os("HERMES_TEST_GWS_REAL_BIN")
+        .map(PathBuf::from)
+        .or_else(|| Some(PathBuf::from("/usr/local/bin/gws")))
+        .filter(|p| p.is_file())
+    else {
+        skip(test, "no gws binary at hand (HERMES_TEST_GWS_REAL_BIN)");
+        return;
+    };
+    let s = Sup::start("real", Some("true"));
+    // In place of the stand-in (Landlock allows execution there).
+    std::fs::copy(&real, s.workspace().join(".stand-in/gws")).unwrap();
+    let token = oauth_token();
+    let (status, body) = s.gws("--version", Some(&token));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["exitCode"], 0, "{body}");
+    assert!(
+        body["stdout"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("gws {GWS_VERSION}\n")),
+        "{body}"
+    );
+    // A real call: gws sends it to the guard (www.googleapis.com, the
+    // Discovery document, first); whether Google is reachable from here
+    // does not matter.
+    let (status, body) = s.gws(
+        "drive files list --params '{\"pageSize\": 1}'",
+        Some(&token),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(!body.to_string().contains(&token), "{body}");
+    let log = std::fs::read_to_string(&s.stderr_log).unwrap();
+    assert!(!log.contains(&token), "token in the supervisor log");
+    // gws itself stores nothing of it (the variable bypasses its caches).
+    assert_not_on_disk(&s.root, &token);
+    let seen: Vec<Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| {
+            v["host"]
+                .as_str()
+                .is_some_and(|h| h.ends_with("googleapis.com"))
+        })
+        .collect();
+    assert!(!seen.is_empty(), "gws did not go through the guard: {log}");
+    // Allowed by the widened list; without DNS here (tests) the guard may
+    // then fail to resolve it, which is not an allowlist refusal.
+    assert!(
+        seen.iter()
+            .all(|v| v["reason"] != "host is not on the allowlist"),
+        "Google API host refused by the allowlist: {seen:?}"
+    );
 }
