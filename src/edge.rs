@@ -11,7 +11,7 @@ use worker::{
 };
 
 use crate::agent_id::{AgentId, AGENT_ID_HEADER};
-use crate::errors::ApiError;
+use crate::errors::{ApiError, ErrorCode};
 use crate::gate::{self, ServiceSecrets};
 use crate::http::{error_response, string_binding};
 use crate::proxy_path;
@@ -22,6 +22,9 @@ pub const AGENT_BINDING: &str = "HERMES_AGENT";
 /// Origin used for requests from the Worker to the object (never leaves
 /// the runtime; the object routes by path only).
 pub const OBJECT_ORIGIN: &str = "https://hermes-agent.internal";
+/// Largest body the Worker buffers before handing it to the object
+/// (terminal file writes: 5 MB decoded, as base64 in JSON).
+const MAX_BUFFERED_BODY: usize = hermes_protocol::limits::TERMINAL_BODY_MAX;
 
 #[event(start)]
 fn start() {
@@ -76,7 +79,7 @@ async fn handle(req: Request, env: &Env) -> Result<Response> {
             match proxy_path::canonical_subpath(sub) {
                 Ok(canonical) => {
                     let target = format!("{}{canonical}", proxy_path::PROXY_PREFIX);
-                    forward_to_object(req, env, &agent, &target, query.as_deref()).await
+                    forward_to_object(req, env, &agent, &target, query.as_deref(), true).await
                 }
                 Err(refusal) => error_response(&refusal.for_agent(agent.as_str())),
             }
@@ -88,23 +91,26 @@ async fn handle(req: Request, env: &Env) -> Result<Response> {
             match checked {
                 Ok((port, canonical)) => {
                     let target = format!("{}{port}{canonical}", proxy_path::PORTS_PREFIX);
-                    forward_to_object(req, env, &agent, &target, query.as_deref()).await
+                    forward_to_object(req, env, &agent, &target, query.as_deref(), true).await
                 }
                 Err(refusal) => error_response(&refusal.for_agent(agent.as_str())),
             }
         }
-        RouteMatch::Found(_) => forward_to_object(req, env, &agent, &path, query.as_deref()).await,
+        RouteMatch::Found(_) => {
+            forward_to_object(req, env, &agent, &path, query.as_deref(), false).await
+        }
     }
 }
 
 /// Hand the request to the agent's object. The service credential is not
 /// forwarded: the object trusts the Worker, not the caller's header.
 async fn forward_to_object(
-    req: Request,
+    mut req: Request,
     env: &Env,
     agent: &AgentId,
     path: &str,
     query: Option<&str>,
+    stream_body: bool,
 ) -> Result<Response> {
     let headers = Headers::new();
     for (name, value) in req.headers().entries() {
@@ -119,7 +125,22 @@ async fn forward_to_object(
     let mut init = RequestInit::new();
     init.with_method(method.clone()).with_headers(headers);
     if !matches!(method, Method::Get | Method::Head) {
-        init.with_body(req.inner().body().map(Into::into));
+        if stream_body {
+            init.with_body(req.inner().body().map(Into::into));
+        } else {
+            // Bounded JSON bodies are read here, so an early refusal in the
+            // object never leaves the caller's stream half-pumped.
+            let bytes = req.bytes().await?;
+            if bytes.len() > MAX_BUFFERED_BODY {
+                return error_response(
+                    &ApiError::new(ErrorCode::PayloadTooLarge, "request body too large")
+                        .for_agent(agent.as_str()),
+                );
+            }
+            init.with_body(Some(
+                worker::js_sys::Uint8Array::from(bytes.as_slice()).into(),
+            ));
+        }
     }
     let target = match query {
         Some(q) => format!("{OBJECT_ORIGIN}{path}?{q}"),

@@ -330,9 +330,24 @@ fn chat_boot_check_proxy_probe_and_hostile_input() {
             404,
             "not_found",
         ),
+        (
+            "POST",
+            "/hosted/agent/terminal/workspace".into(),
+            Some(r#"{"args":"--version"}"#.into()),
+            vec![("x-workspace-token", "ya29.tokenvalue")],
+            404,
+            "workspace_cli_disabled",
+        ),
     ];
     for (method, path, body, headers, status, code) in cases {
         let resp = stack.call(method, &path, &a, body.as_deref(), &headers);
+        if resp.status != status {
+            eprintln!(
+                "{method} {path}: {}\nwrangler log:\n{}",
+                resp.body,
+                stack.dev.log_tail()
+            );
+        }
         assert_json_error(&resp, status, code);
         assert!(
             !resp.body.contains("sk-12345678"),
@@ -653,6 +668,12 @@ fn faults_hermes_killed_mid_stream_and_supervisor_killed() {
             recovered = Some(resp);
             break;
         }
+        eprintln!(
+            "not yet recovered: {} {}\n{}",
+            resp.status,
+            resp.body,
+            stack.dev.log_tail()
+        );
     }
     let resp = recovered.expect("the agent did not recover after Hermes was killed");
     assert_eq!(
@@ -697,7 +718,7 @@ fn terminal_through_the_edge() {
         eprintln!("SKIP terminal test: the containment layers need root (devhost namespaces)");
         return;
     }
-    let stack = require_or_skip!(Stack::start(""));
+    let stack = require_or_skip!(Stack::start("HERMES_WORKSPACE_CLI_ENABLED=true\n"));
     let agent = random_agent();
     let t = |op: &str, body: serde_json::Value| {
         stack.call(
@@ -853,4 +874,31 @@ fn terminal_through_the_edge() {
     assert!(content.starts_with("mock: tool result:"), "{content}");
     let r = t("file/read", serde_json::json!({"path": "mcp.txt"})).json();
     assert_eq!(r["content"], "via mcp", "{r}");
+
+    // Google Workspace CLI: a token is required and never echoed; the call
+    // reaches the supervisor's gws runner (the binary is only in the image:
+    // locally the runner answers terminal_error, in the image 200).
+    let ws = |token: Option<&str>| {
+        let mut headers = vec![];
+        if let Some(t) = token {
+            headers.push(("x-workspace-token", t));
+        }
+        stack.call(
+            "POST",
+            "/hosted/agent/terminal/workspace",
+            &agent,
+            Some(r#"{"args":"--version"}"#),
+            &headers,
+        )
+    };
+    assert_json_error(&ws(None), 400, "bad_request");
+    let r = ws(Some("not a token!"));
+    assert_json_error(&r, 400, "bad_request");
+    assert!(!r.body.contains("not a token!"));
+    let r = ws(Some("ya29.secret-token-value"));
+    assert!(!r.body.contains("secret-token-value"), "{}", r.body);
+    assert!(matches!(r.status, 200 | 502), "{}", r.body);
+    if r.status == 502 {
+        assert_eq!(r.json()["error"], "terminal_error", "{}", r.body);
+    }
 }

@@ -630,12 +630,30 @@ impl Lifecycle {
 
     /// Stop gracefully (best effort), then destroy the container.
     pub async fn evict(&self, cx: &Ctx<'_>, reason: &'static str) -> Result<(), ApiError> {
+        self.evict_if(cx, reason, None).await.map(|_| ())
+    }
+
+    /// Evict, but only if the current boot is still `expected` once the
+    /// lifecycle lock is held (the idle alarm decided on a boot that a
+    /// request may have replaced while the alarm waited for the lock).
+    /// Returns whether it evicted.
+    pub async fn evict_if(
+        &self,
+        cx: &Ctx<'_>,
+        reason: &'static str,
+        expected: Option<&str>,
+    ) -> Result<bool, ApiError> {
         let _guard = self.lock.lock().await;
         let sql = cx.sql();
         let internal = |e: worker::Error| {
             ApiError::internal(format!("storage: {e}")).for_agent(cx.agent.as_str())
         };
         let boot = storage::current_boot(&sql).map_err(internal)?;
+        if let Some(expected) = expected {
+            if boot.as_ref().map(|b| b.boot_id.as_str()) != Some(expected) {
+                return Ok(false);
+            }
+        }
         if let Some(boot) = &boot {
             let client = ControlClient {
                 runtime: cx.runtime,
@@ -664,6 +682,6 @@ impl Lifecycle {
         } else {
             storage::record_event(&sql, reason, "no container").map_err(internal)?;
         }
-        Ok(())
+        Ok(true)
     }
 }

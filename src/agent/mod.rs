@@ -55,6 +55,10 @@ pub struct HermesAgent {
     alarm_armed: std::cell::Cell<bool>,
     /// When this instance last received a request (ms since the epoch).
     last_request_ms: std::cell::Cell<i64>,
+    /// Requests this instance is handling right now.
+    requests_in_flight: std::cell::Cell<u32>,
+    /// Consecutive idle alarms that could not read the container's activity.
+    activity_failures: std::cell::Cell<u32>,
 }
 
 impl DurableObject for HermesAgent {
@@ -67,6 +71,8 @@ impl DurableObject for HermesAgent {
             claimed: std::cell::Cell::new(false),
             alarm_armed: std::cell::Cell::new(false),
             last_request_ms: std::cell::Cell::new(0),
+            requests_in_flight: std::cell::Cell::new(0),
+            activity_failures: std::cell::Cell::new(0),
         }
     }
 
@@ -75,7 +81,22 @@ impl DurableObject for HermesAgent {
             Ok(agent) => agent,
             Err(e) => return error_response(&ApiError::from(e)),
         };
-        match self.dispatch(req, &agent).await {
+        let raw = <worker::web_sys::Request as Clone>::clone(req.inner());
+        self.requests_in_flight
+            .set(self.requests_in_flight.get() + 1);
+        let outcome = self.dispatch(req, &agent).await;
+        self.requests_in_flight
+            .set(self.requests_in_flight.get().saturating_sub(1));
+        // A body nobody read (an early refusal) is cancelled before the
+        // answer leaves: otherwise the runtime keeps pumping the caller's
+        // stream into this request after the response was sent, and fails
+        // with "Can't read from request stream after response has been sent".
+        if !raw.body_used() {
+            if let Some(body) = raw.body() {
+                let _ = body.cancel();
+            }
+        }
+        match outcome {
             Ok(Ok(response)) => Ok(response),
             Ok(Err(refusal)) => error_response(&refusal.for_agent(agent.as_str())),
             Err(err) => {
@@ -208,11 +229,32 @@ impl HermesAgent {
             runtime: &runtime,
             token: &boot.control_token,
         };
-        if let Ok(activity) = client.call::<Activity>("GET", path::ACTIVITY, None).await {
-            if activity.in_flight > 0 {
+        // Never while this object is handling a request (a boot can take
+        // longer than a short idle period).
+        if self.requests_in_flight.get() > 0 {
+            return self.rearm(sleep_after).await;
+        }
+        match client.call::<Activity>("GET", path::ACTIVITY, None).await {
+            Ok(activity) => {
+                self.activity_failures.set(0);
+                if activity.in_flight > 0 {
+                    return self.rearm(sleep_after).await;
+                }
+                idle_for = idle_for.min(Duration::from_millis(activity.last_activity_ms_ago));
+            }
+            // Unknown is not idle: a container that is still running gets
+            // a few more chances before it is put to sleep anyway.
+            Err(f)
+                if matches!(runtime.running().await, Ok(true))
+                    && self.activity_failures.get() < 3 =>
+            {
+                self.activity_failures.set(self.activity_failures.get() + 1);
+                worker::console_warn!(
+                    "agent {agent}: idle alarm: activity unknown ({f}); retrying later"
+                );
                 return self.rearm(sleep_after).await;
             }
-            idle_for = idle_for.min(Duration::from_millis(activity.last_activity_ms_ago));
+            Err(_) => {}
         }
         if idle_for < sleep_after {
             return self.rearm(sleep_after - idle_for).await;
@@ -223,7 +265,11 @@ impl HermesAgent {
             agent: &agent,
             runtime: &runtime,
         };
-        if let Err(e) = self.lifecycle.evict(&cx, "slept").await {
+        if let Err(e) = self
+            .lifecycle
+            .evict_if(&cx, "slept", Some(&boot.boot_id))
+            .await
+        {
             worker::console_error!("agent {agent}: idle sleep failed: {e}");
         }
         Ok(())
@@ -602,7 +648,16 @@ impl HermesAgent {
             .forward(method, target, headers, body, timeout, timeout)
             .await
         {
-            Ok(resp) => Ok(resp),
+            Ok(resp) => {
+                // A 502/503 from the supervisor means Hermes is not
+                // answering: verify the boot again on the next request
+                // (which restarts Hermes if needed) instead of trusting the
+                // cached one.
+                if matches!(resp.status_code(), 502 | 503) {
+                    self.lifecycle.invalidate();
+                }
+                Ok(resp)
+            }
             Err(CallError::TimedOut) => Err(ApiError::new(
                 ErrorCode::TurnTimeout,
                 format!(

@@ -174,7 +174,12 @@ impl WranglerDev {
         // this Worker or hand workerd a half-written wasm file.
         let bundle = state.path().join("bundle");
         copy_dir(&repo_root().join("build"), &bundle)?;
-        let config = state.path().join("wrangler.toml");
+        // The config sits alone in its own directory: wrangler watches the
+        // config's directory (for .env files) and would reload the Worker
+        // on every SQLite write if the persisted state lived below it.
+        let config_dir = state.path().join("config");
+        std::fs::create_dir_all(&config_dir).map_err(|e| e.to_string())?;
+        let config = config_dir.join("wrangler.toml");
         std::fs::write(&config, test_config(&bundle)?).map_err(|e| e.to_string())?;
         let mut cmd = Command::new(wrangler);
         cmd.current_dir(repo_root())

@@ -23,23 +23,54 @@ pub const RANGE: u32 = 0x1_0000;
 /// Most containers with a uid range at once.
 pub const MAX_RANGES: u32 = 4096;
 
-/// Hands out disjoint host ranges.
+/// Where range claims are recorded, machine-wide.
+const CLAIM_DIR: &str = "/run/hermes-devhost/uid-ranges";
+
+/// Hands out disjoint host ranges — disjoint across every devhost process
+/// on the machine, not just this one: several devhosts (parallel test
+/// suites, a developer's stack) must never give two containers the same
+/// host uids. A range is claimed by holding an exclusive `flock` on its
+/// claim file; the kernel drops the lock when the range is released or the
+/// process dies, so a crashed devhost leaks nothing.
 #[derive(Default)]
 pub struct RangePool {
-    used: Mutex<std::collections::BTreeSet<u32>>,
+    used: Mutex<std::collections::BTreeMap<u32, std::fs::File>>,
+}
+
+/// Try to take the exclusive lock without waiting.
+fn try_lock(file: &std::fs::File) -> bool {
+    // SAFETY: flock(2) on a descriptor we own; no memory is involved.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
 }
 
 impl RangePool {
     /// The host uid that is uid 0 of a fresh range.
     pub fn allocate(&self) -> Option<u32> {
         let mut used = self.used.lock().ok()?;
-        let index = (0..MAX_RANGES).find(|i| !used.contains(i))?;
-        used.insert(index);
-        Some(BASE_START + index * RANGE)
+        std::fs::create_dir_all(CLAIM_DIR).ok()?;
+        for index in 0..MAX_RANGES {
+            if used.contains_key(&index) {
+                continue;
+            }
+            let Ok(file) = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(format!("{CLAIM_DIR}/{index}"))
+            else {
+                continue;
+            };
+            if try_lock(&file) {
+                used.insert(index, file);
+                return Some(BASE_START + index * RANGE);
+            }
+        }
+        None
     }
 
     pub fn release(&self, base: u32) {
         if let Ok(mut used) = self.used.lock() {
+            // Dropping the file releases the lock.
             used.remove(&((base - BASE_START) / RANGE));
         }
     }
@@ -135,14 +166,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ranges_are_disjoint_and_reused() {
-        let pool = RangePool::default();
-        let a = pool.allocate().unwrap();
-        let b = pool.allocate().unwrap();
-        assert_eq!(a, BASE_START);
-        assert_eq!(b, BASE_START + RANGE);
-        pool.release(a);
-        assert_eq!(pool.allocate().unwrap(), a);
-        assert_eq!(id_map(b), format!("0 {} 65536\n", BASE_START + RANGE));
+    fn ranges_are_disjoint_across_pools_and_reused() {
+        if std::fs::create_dir_all(CLAIM_DIR).is_err() {
+            eprintln!("SKIP ranges test: cannot create {CLAIM_DIR} (needs root)");
+            return;
+        }
+        // Two pools behave like two devhost processes: flock claims are per
+        // open file, so they conflict even within one process.
+        let one = RangePool::default();
+        let two = RangePool::default();
+        let a = one.allocate().unwrap();
+        let b = two.allocate().unwrap();
+        let c = one.allocate().unwrap();
+        assert!(a != b && b != c && a != c, "{a} {b} {c}");
+        for base in [a, b, c] {
+            assert!(base >= BASE_START && (base - BASE_START).is_multiple_of(RANGE));
+        }
+        one.release(a);
+        let d = two.allocate().unwrap();
+        assert!(
+            d != b && d != c,
+            "released ranges are reusable, held ones are not"
+        );
+        assert_eq!(id_map(b), format!("0 {b} 65536\n"));
     }
 }
