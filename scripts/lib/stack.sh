@@ -23,12 +23,15 @@ stack_start() {
   # Same bundle and bindings, absolute paths, no [build] step: its file
   # watcher reloads the Worker at random moments (see tests/common).
   cp -r "$ROOT/build" "$STACK_DIR/bundle"
+  # Alone in its own directory: wrangler watches the config's directory and
+  # would reload the Worker on every SQLite write under it.
+  mkdir -p "$STACK_DIR/config"
   awk -v root="$ROOT" -v bundle="$STACK_DIR/bundle" '
     /^\[/ { skip = ($0 == "[build]") }
     skip { next }
     { sub(/main = "build\//, "main = \"" bundle "/"); sub(/image = "\.\/container\//, "image = \"" root "/container/"); print }
-  ' "$ROOT/wrangler.toml" > "$STACK_DIR/wrangler.toml"
-  setsid wrangler dev --config "$STACK_DIR/wrangler.toml" --ip 127.0.0.1 --port "$wport" --inspector-port "$iport" --env-file "$STACK_DIR/env" \
+  ' "$ROOT/wrangler.toml" > "$STACK_DIR/config/wrangler.toml"
+  setsid wrangler dev --config "$STACK_DIR/config/wrangler.toml" --ip 127.0.0.1 --port "$wport" --inspector-port "$iport" --env-file "$STACK_DIR/env" \
     --persist-to "$STACK_DIR/state" --show-interactive-dev-session=false --log-level info >"$STACK_DIR/wrangler.log" 2>&1 &
   STACK_WRANGLER_PID=$!
   local code=""
