@@ -33,4 +33,4 @@ CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER="$TOOLS_DIR/bin/wasm-bindgen-test-run
 
 step "cargo test --workspace"
 [ "${1:-}" = "--" ] && shift
-cargo test --workspace "$@"
+cargo test --workspace --no-fail-fast "$@"
