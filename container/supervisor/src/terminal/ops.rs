@@ -24,6 +24,9 @@ use super::{env, ready};
 use crate::app::App;
 use crate::error::SupervisorError;
 
+/// The running supervisor binary, valid in any mount namespace.
+const SELF_EXE: &str = "/proc/self/exe";
+
 const HELPER_TIMEOUT: Duration = Duration::from_secs(60);
 /// Helper answers carry at most 2 MB of file as base64 plus JSON.
 const HELPER_OUTPUT_CAP: usize = 8 * 1024 * 1024;
@@ -154,7 +157,10 @@ pub async fn run_helper(
         app,
         &sandbox,
         RunSpec {
-            program: &ready.exe,
+            // Through the magic link, not the path: the helper runs in a
+            // mount namespace with its own /tmp, which hides a supervisor
+            // binary that lives under /tmp (a checkout there, in devhost).
+            program: Path::new(SELF_EXE),
             args: vec![OsStr::new(HELPER_ARG)],
             env: env::command_env(&ready.workspace)
                 .into_iter()
