@@ -8,6 +8,7 @@
 # Results are printed and appended as JSON lines to target/bench/results.jsonl.
 set -euo pipefail
 . "$(dirname "$0")/lib/tools.sh"
+. "$(dirname "$0")/lib/stack.sh"
 cd "$ROOT"
 sections=${1:-all}
 out="$ROOT/target/bench"; mkdir -p "$out"
@@ -24,21 +25,13 @@ bench_edge() {
 
   step "edge: latency through wrangler dev (2000 requests, concurrency 20)"
   cargo build --release --quiet --example loadgen -p hermes-edge
+  cargo build --quiet -p hermes-supervisor -p hermes-devhost
   loadgen="$CARGO_TARGET_DIR/release/examples/loadgen"
-  tmp=$(mktemp -d); trap 'kill -- -$wpid 2>/dev/null || true; rm -rf "$tmp"' RETURN
-  secret=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
-  umask 077; printf 'SERVICE_AUTH_SECRET=%s\n' "$secret" > "$tmp/env"
-  port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
-  iport=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
-  setsid wrangler dev --ip 127.0.0.1 --port "$port" --inspector-port "$iport" --env-file "$tmp/env" \
-    --persist-to "$tmp/state" --show-interactive-dev-session=false --log-level warn >"$tmp/log" 2>&1 &
-  wpid=$!
-  for _ in $(seq 1 240); do
-    code=$(curl -s -o /dev/null -w "%{http_code}" "http://127.0.0.1:$port/" || true)
-    [ "$code" = 404 ] && break; sleep 0.5
-  done
-  [ "$code" = 404 ] || { cat "$tmp/log"; die "wrangler dev did not start"; }
-  base="http://127.0.0.1:$port"
+  # The probe lives in the agent's container: the full local stack.
+  stack_start
+  trap stack_stop RETURN
+  secret=$STACK_SECRET
+  base=$STACK_BASE
   agent="bench-$(head -c 4 /dev/urandom | od -An -tx1 | tr -d ' \n')"
   # Warm-up: instantiate the wasm and the object.
   LOADGEN_URL="$base/hosted/agent/probe" LOADGEN_METHOD=POST LOADGEN_BEARER="$secret" LOADGEN_AGENT="$agent" \
