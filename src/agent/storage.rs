@@ -148,12 +148,14 @@ pub fn insert_boot(sql: &SqlStorage, boot: &BootRecord) -> Result<()> {
     Ok(())
 }
 
+/// Enter a boot phase; the event row timestamps it, so the phases of a
+/// boot can be timed afterwards (scripts/bench-stack.sh does).
 pub fn set_boot_phase(sql: &SqlStorage, boot_id: &str, phase: &str) -> Result<()> {
     sql.exec(
         "UPDATE boots SET phase = ? WHERE boot_id = ?",
         vec![phase.into(), boot_id.into()],
     )?;
-    Ok(())
+    record_event(sql, &format!("phase-{phase}"), boot_id)
 }
 
 pub fn set_boot_status(
