@@ -68,6 +68,11 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// Maps a storage failure to a 500 `internal` naming the agent.
+    fn storage_error(&self) -> impl Fn(worker::Error) -> ApiError + Copy + '_ {
+        move |e| ApiError::internal(format!("storage: {e}")).for_agent(self.agent.as_str())
+    }
+
     fn sql(&self) -> worker::SqlStorage {
         self.state.storage().sql()
     }
@@ -168,6 +173,14 @@ impl Lifecycle {
 
     /// Forget the cached boot (after a failure talking to it), so the next
     /// request verifies the container again.
+    /// After a stop or evict: no cached boot, no shared failure, and
+    /// waiters queued behind the lock must not reuse a previous outcome.
+    fn forget_boot(&self) {
+        self.verified.borrow_mut().take();
+        self.generation.set(self.generation.get().wrapping_add(1));
+        self.last_failure.borrow_mut().take();
+    }
+
     pub fn invalidate(&self) {
         self.verified.borrow_mut().take();
     }
@@ -257,9 +270,7 @@ impl Lifecycle {
         cx: &Ctx<'_>,
         want: Option<&DesiredKeys>,
     ) -> Result<BootRecord, ApiError> {
-        let internal = |e: worker::Error| {
-            ApiError::internal(format!("storage: {e}")).for_agent(cx.agent.as_str())
-        };
+        let internal = cx.storage_error();
         let sql = cx.sql();
         if let Some(mut boot) = storage::current_boot(&sql).map_err(internal)? {
             match self.verify(cx, &boot).await {
@@ -351,9 +362,7 @@ impl Lifecycle {
         cx: &Ctx<'_>,
         want: Option<&DesiredKeys>,
     ) -> Result<BootRecord, ApiError> {
-        let internal = |e: worker::Error| {
-            ApiError::internal(format!("storage: {e}")).for_agent(cx.agent.as_str())
-        };
+        let internal = cx.storage_error();
         let sql = cx.sql();
         let keys = self.resolve_keys(cx, want).await?;
         let secret_hex = hermes_protocol::limits::SECRET_BYTES;
@@ -598,9 +607,7 @@ impl Lifecycle {
     pub async fn stop(&self, cx: &Ctx<'_>) -> Result<(), ApiError> {
         let _guard = self.lock.lock().await;
         let sql = cx.sql();
-        let internal = |e: worker::Error| {
-            ApiError::internal(format!("storage: {e}")).for_agent(cx.agent.as_str())
-        };
+        let internal = cx.storage_error();
         let Some(boot) = storage::current_boot(&sql).map_err(internal)? else {
             storage::record_event(&sql, "stop", "no container").map_err(internal)?;
             return Ok(());
@@ -612,9 +619,7 @@ impl Lifecycle {
         let result = client
             .call::<HermesState>("POST", path::HERMES_STOP, Some("{}".into()))
             .await;
-        self.verified.borrow_mut().take();
-        self.generation.set(self.generation.get().wrapping_add(1));
-        self.last_failure.borrow_mut().take();
+        self.forget_boot();
         match result {
             Ok(_) => {
                 storage::set_boot_status(&sql, &boot.boot_id, "stopped", None).map_err(internal)?;
@@ -645,9 +650,7 @@ impl Lifecycle {
     ) -> Result<bool, ApiError> {
         let _guard = self.lock.lock().await;
         let sql = cx.sql();
-        let internal = |e: worker::Error| {
-            ApiError::internal(format!("storage: {e}")).for_agent(cx.agent.as_str())
-        };
+        let internal = cx.storage_error();
         let boot = storage::current_boot(&sql).map_err(internal)?;
         if let Some(expected) = expected {
             if boot.as_ref().map(|b| b.boot_id.as_str()) != Some(expected) {
@@ -669,9 +672,7 @@ impl Lifecycle {
                 );
             }
         }
-        self.verified.borrow_mut().take();
-        self.generation.set(self.generation.get().wrapping_add(1));
-        self.last_failure.borrow_mut().take();
+        self.forget_boot();
         cx.runtime.destroy().await.map_err(|m| {
             ApiError::new(ErrorCode::GatewayError, format!("destroy failed: {m}"))
                 .for_agent(cx.agent.as_str())
